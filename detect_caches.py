@@ -1,0 +1,331 @@
+"""detect-caches: find a GPU's cache hierarchy from a Triton streaming-load sweep.
+
+The thin command-line layer: parse arguments, run measure -> detector -> reports, map errors
+to one line on stderr and exit code 2. `python -m detect_caches` works as well.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from measure.errors import DetectCachesError, InputError
+
+EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
+SUBCOMMANDS = ("analyze", "compare", "run", "benchmark")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise InputError(f"{message} (see {self.prog} --help)")
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
+
+
+def _block(text: str) -> int:
+    from measure.kernel_meta import check_block_size
+    value = _positive(int)(text)
+    try:
+        check_block_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"must be a fraction >= 0 (0.05 = 5%), got {text}")
+    return value
+
+
+def _add_compare_options(p: argparse.ArgumentParser) -> None:
+    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL
+    p.add_argument("--capacity-tol", type=_tolerance, default=DEFAULT_CAPACITY_TOL,
+                   help=f"relative capacity change that counts as drift when the intervals do not "
+                        f"overlap (default {DEFAULT_CAPACITY_TOL})")
+    p.add_argument("--bandwidth-tol", type=_tolerance, default=DEFAULT_BANDWIDTH_TOL,
+                   help=f"relative bandwidth change that counts as drift when the plateau spreads do "
+                        f"not overlap (default {DEFAULT_BANDWIDTH_TOL})")
+    p.add_argument("--force", action="store_true",
+                   help="compare results of different device models anyway")
+
+
+def main_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="detect-caches", description=(
+        "Characterize a GPU's cache hierarchy: adaptive bandwidth sweeps, changepoint analysis, "
+        "a report. Subcommands: analyze CSV, compare BASE CUR, run, benchmark (the seed's modes); "
+        "`detect-caches SUBCOMMAND --help` for each."))
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--gpu", type=int, metavar="INDEX", help="measure this GPU")
+    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x or a profile JSON file")
+    p.add_argument("--out", type=Path, help="output folder (must not exist yet; default "
+                                             "detect-caches-results/<device>-<time>)")
+    p.add_argument("--baseline", type=Path, help="compare with this result.json after measuring; exit 1 on drift")
+    p.add_argument("--json", action="store_true", help="print result.json to stdout instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--budget", type=_positive(int), default=300, help="most kernel measurements (default 300)")
+    p.add_argument("--grid-multiplier", type=_positive(int), default=4,
+                   help="programs per SM/CU in the shared sweep (default 4, the seed's)")
+    p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
+    p.add_argument("--max-working-set", type=_positive(float), metavar="MIB",
+                   help="cap the largest working set (MiB)")
+    _add_compare_options(p)
+    return p
+
+
+def _out_dir(path: Path | None, device_name: str) -> Path:
+    if path is None:
+        slug = "".join(ch if ch.isalnum() else "-" for ch in device_name.lower()).strip("-")
+        path = Path("detect-caches-results") / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InputError(f"{path} already exists; choose another --out (results are never overwritten)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"cannot write to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _write_outputs(out: Path, detection, facts, *, measurements: int, elapsed: float,
+                   method: dict, warnings: list[str]) -> dict:
+    from reports.markdown import render_report
+    from reports.plot import write_plot
+    from reports.result_json import build_result, write_result
+    from reports.atomic import write_text_atomic
+    result = build_result(detection, facts, measurements=measurements, elapsed_s=elapsed,
+                          method=method, extra_warnings=warnings)
+    write_plot(out / "bandwidth.png", detection, f"{facts.name}" + (" (simulated)" if facts.simulated else ""))
+    write_result(out / "result.json", result)
+    write_text_atomic(out / "report.md", render_report(result))
+    return result
+
+
+def _finish(result: dict, args, out: Path) -> int:
+    from reports.markdown import summary_table
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(summary_table(result))
+        print(f"report: {out / 'report.md'}")
+    code = EXIT_OK
+    if getattr(args, "baseline", None):
+        from reports.compare import check_comparable, compare_results
+        from reports.result_json import read_result
+        base = read_result(args.baseline)
+        check_comparable(base, result, force=args.force)
+        cmp = compare_results(base, result, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
+        print(cmp.markdown(), file=sys.stderr if args.json else sys.stdout)
+        code = EXIT_DRIFT if cmp.drift else EXIT_OK
+    return code
+
+
+def _progress(args, total: int):
+    if args.quiet:
+        return None, None
+    from tqdm import tqdm
+    bar = tqdm(total=total, unit="pt", file=sys.stderr, desc="measuring", leave=False)
+
+    def on_point(m):
+        bar.set_postfix_str(f"{m.sweep} {m.working_set_bytes / 2**20:.2f} MiB {m.bandwidth_gbs:,.0f} GB/s")
+        bar.update(1)
+    return bar, on_point
+
+
+def cmd_main(argv: list[str]) -> int:
+    args = main_parser().parse_args(argv)
+    t0 = time.perf_counter()
+    sweeps = tuple(s.strip() for s in args.sweeps.split(",") if s.strip())
+    if not sweeps or any(s not in ("private", "shared") for s in sweeps):
+        raise InputError(f"--sweeps takes private, shared or both, got {args.sweeps!r}")
+    if args.baseline is not None:
+        from reports.result_json import read_result
+        read_result(args.baseline)   # fail before measuring, not after
+    if args.simulate:
+        from measure.simulated import SimulatedGPU, load_profile
+        device = SimulatedGPU(load_profile(args.simulate))
+    else:
+        if args.gpu < 0:
+            raise InputError(f"--gpu takes an index >= 0, got {args.gpu}")
+        from measure.gpu import TritonGPU
+        device = TritonGPU(args.gpu)
+    from measure.records import MeasurementLog
+    from measure.session import SessionOptions, characterize
+    from detector.analyze import detect_levels
+    out = _out_dir(args.out, device.facts.name)
+    opts = SessionOptions(sweeps=sweeps, grid_multiplier=args.grid_multiplier, budget=args.budget,
+                          max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None)
+    bar, on_point = _progress(args, args.budget)
+    log = MeasurementLog(out / "measurements.csv")
+    try:
+        session = characterize(device, log, opts, on_point=on_point)
+    except KeyboardInterrupt:
+        log.close()
+        raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
+                         f"{out / 'measurements.csv'} (`detect-caches analyze` reports on them)") from None
+    except DetectCachesError as exc:
+        log.close()
+        raise type(exc)(f"{exc}; the {len(log.records)} measurements taken are kept in "
+                        f"{out / 'measurements.csv'}") from None
+    finally:
+        if bar is not None:
+            bar.close()
+    log.close()
+    detection = detect_levels(session.records, device.facts)
+    session.method["timing"] = "events"
+    result = _write_outputs(out, detection, device.facts, measurements=len(session.records),
+                            elapsed=time.perf_counter() - t0, method=session.method,
+                            warnings=session.warnings)
+    return _finish(result, args, out)
+
+
+def cmd_analyze(argv: list[str]) -> int:
+    p = _Parser(prog="detect-caches analyze", description="Detect levels in recorded measurements (no GPU, no torch).")
+    p.add_argument("csv", type=Path, help="a measurements.csv")
+    p.add_argument("--vendor", choices=("nvidia", "amd"), help="the hardware's vendor (default nvidia)")
+    p.add_argument("--device-json", type=Path, help="device facts (a result.json works too)")
+    p.add_argument("--out", type=Path, help="output folder (default: <csv name>-analysis beside the CSV)")
+    p.add_argument("--json", action="store_true", help="print result.json to stdout")
+    args = p.parse_args(argv)
+    from measure.device import DeviceFacts, load_device_json
+    from measure.reader import read_measurements
+    from detector.analyze import detect_levels
+    t0 = time.perf_counter()
+    records = read_measurements(args.csv)
+    facts = load_device_json(args.device_json) if args.device_json else DeviceFacts(name=args.csv.stem)
+    if args.vendor:
+        facts.vendor = args.vendor
+    detection = detect_levels(records, facts)
+    out = _out_dir(args.out or args.csv.with_name(args.csv.stem + "-analysis"), facts.name)
+    result = _write_outputs(out, detection, facts, measurements=len(records),
+                            elapsed=time.perf_counter() - t0, method={"source": str(args.csv)}, warnings=[])
+    return _finish(result, args, out)
+
+
+def cmd_compare(argv: list[str]) -> int:
+    p = _Parser(prog="detect-caches compare", description=(
+        "Regression check between two result.json files: a Markdown table on stdout; exit 0 if "
+        "within tolerance, 1 on drift, 2 on bad input."))
+    p.add_argument("baseline", type=Path)
+    p.add_argument("current", type=Path)
+    _add_compare_options(p)
+    args = p.parse_args(argv)
+    from reports.compare import check_comparable, compare_results
+    from reports.result_json import read_result
+    base, cur = read_result(args.baseline), read_result(args.current)
+    check_comparable(base, cur, force=args.force)
+    cmp = compare_results(base, cur, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
+    print(cmp.markdown())
+    return EXIT_DRIFT if cmp.drift else EXIT_OK
+
+
+def _seed_parser(prog: str, desc: str) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description=desc)
+    p.add_argument("--gpu", type=int, default=0, help="GPU index (default 0)")
+    p.add_argument("--simulate", metavar="PROFILE", help="run against a simulated GPU instead")
+    p.add_argument("--block-size", type=_block, default=1024)
+    p.add_argument("--num-warps", type=_positive(int), default=4)
+    p.add_argument("--num-stages", type=_positive(int), default=1)
+    p.add_argument("--num-cu", type=_positive(int), help="SMs/CUs used to size the grid (default: the device's)")
+    p.add_argument("--grid-multiplier", type=_positive(int), default=4)
+    p.add_argument("--num-repeat", type=_positive(int), default=20)
+    p.add_argument("--load-flavour", choices=("volatile", "cached", "l2only"), default="volatile",
+                   help="volatile is the seed's (it skips L1 on NVIDIA)")
+    return p
+
+
+def _seed_device(args):
+    if args.simulate:
+        from measure.simulated import SimulatedGPU, load_profile
+        return SimulatedGPU(load_profile(args.simulate))
+    from measure.gpu import TritonGPU
+    return TritonGPU(args.gpu)
+
+
+def cmd_run(argv: list[str]) -> int:
+    p = _seed_parser("detect-caches run", "The seed's single configuration.")
+    p.add_argument("--stream-elements", type=_positive(int), default=1024)
+    p.add_argument("--load-iterations", type=_positive(int), default=10)
+    args = p.parse_args(argv)
+    if args.stream_elements % 256:
+        raise InputError(f"--stream-elements must be a multiple of 256 (1 KiB), got {args.stream_elements}")
+    from measure.launch import LaunchConfig
+    from measure.seed import measure_seed_point
+    device = _seed_device(args)
+    cus = args.num_cu or device.facts.compute_units
+    cfg = LaunchConfig("shared", cus * args.grid_multiplier, args.block_size, args.num_warps,
+                       args.num_stages, args.load_flavour)
+    iters = sorted({max(1, args.load_iterations * k // 4) for k in (1, 2, 3, 4)})
+    if len(iters) < 2:
+        iters = [args.load_iterations, 2 * args.load_iterations]
+    pt = measure_seed_point(device, cfg, args.stream_elements, iters, args.num_repeat)
+    print(f"grids={cfg.programs} stream_elems={args.stream_elements} block={cfg.block_size} "
+          f"warps={cfg.num_warps} flavour={cfg.load_flavour}")
+    for it, ms in zip(pt.load_iters, pt.avg_ms):
+        print(f"load_iters={it:<6d} avg_ms={ms:.5f}")
+    print(f"slope_ms={pt.slope_ms:.6f} intercept_ms={pt.intercept_ms:.6f} r2={pt.r2:.6f} "
+          f"bandwidth={pt.bandwidth_gbs:,.1f} GB/s")
+    return EXIT_OK
+
+
+def cmd_benchmark(argv: list[str]) -> int:
+    p = _seed_parser("detect-caches benchmark", "The seed's fixed sweep; CSVs under --results-dir.")
+    p.add_argument("--test-name", default="bw_test")
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    args = p.parse_args(argv)
+    from measure.launch import LaunchConfig
+    from measure.seed import run_benchmark
+    device = _seed_device(args)
+    cus = args.num_cu or device.facts.compute_units
+    cfg = LaunchConfig("shared", cus * args.grid_multiplier, args.block_size, args.num_warps,
+                       args.num_stages, args.load_flavour)
+
+    def show(pt):
+        if not args.quiet if hasattr(args, "quiet") else True:
+            print(f"stream_elems={pt.stream_elems:<9d} bandwidth={pt.bandwidth_gbs:>10,.1f} GB/s r2={pt.r2:.5f}",
+                  file=sys.stderr)
+    details, summary = run_benchmark(device, cfg, args.test_name, args.results_dir,
+                                     num_repeat=args.num_repeat, on_point=show)
+    print(f"details: {details}\nsummary: {summary}")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "run": cmd_run, "benchmark": cmd_benchmark}
+    try:
+        if argv and argv[0] in handlers:
+            return handlers[argv[0]](argv[1:])
+        return cmd_main(argv)
+    except DetectCachesError as exc:
+        print(f"detect-caches: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("detect-caches: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Pure analysis: measurement records in, named cache levels out. Never imports torch or triton."""

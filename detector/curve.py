@@ -1,0 +1,82 @@
+"""A sweep's bandwidth curve in the form the analysis works on: log size, log bandwidth."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from measure.records import Measurement
+
+REJECTED_FLAGS = {"above_ceiling"}
+BINS_PER_OCTAVE = 8
+
+
+@dataclass
+class Curve:
+    """Unique working sets (bytes), the median bandwidth at each (GB/s), and repeat counts."""
+
+    sweep: str
+    size_bytes: np.ndarray
+    bandwidth_gbs: np.ndarray
+    repeats: np.ndarray
+    footprint_bytes: np.ndarray   # device-wide distinct bytes at each size
+    noisy: np.ndarray             # bool: a point at this size was flagged poor_r2 or noisy
+
+    @property
+    def x(self) -> np.ndarray:
+        """log2 of the working set (octaves)."""
+        return np.log2(self.size_bytes)
+
+    @property
+    def y(self) -> np.ndarray:
+        """log10 of the bandwidth."""
+        return np.log10(self.bandwidth_gbs)
+
+    def __len__(self) -> int:
+        return int(self.size_bytes.size)
+
+
+def build_curve(records: list[Measurement], sweep: str) -> Curve:
+    """Median over repeats at each size, sorted by size; rejected points left out."""
+    rows = [r for r in records if r.sweep == sweep and not (r.flag_set & REJECTED_FLAGS)
+            and r.bandwidth_gbs > 0 and np.isfinite(r.bandwidth_gbs)]
+    by_size: dict[int, list[Measurement]] = {}
+    for r in rows:
+        by_size.setdefault(int(r.working_set_bytes), []).append(r)
+    sizes = np.array(sorted(by_size), dtype=float)
+    bw = np.array([np.median([r.bandwidth_gbs for r in by_size[int(s)]]) for s in sizes])
+    reps = np.array([len(by_size[int(s)]) for s in sizes])
+    noisy = np.array([any(r.flag_set & {"poor_r2", "noisy"} for r in by_size[int(s)]) for s in sizes],
+                     dtype=bool)
+    foot = []
+    for s in sizes:
+        r = by_size[int(s)][0]
+        if sweep == "private" and r.programs and r.stream_bytes:
+            foot.append(float(r.programs * r.stream_bytes))   # each program streams its own row
+        else:
+            foot.append(float(s))                              # shared buffer or aggregate size
+    return Curve(sweep, sizes, bw, reps, np.array(foot), noisy)
+
+
+def binned(curve: Curve, bins_per_octave: int = BINS_PER_OCTAVE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Collapse the curve onto a uniform log grid: one median per non-empty bin.
+
+    Refinement puts many points near knees; without this they would dominate the
+    segmentation cost (methods.md). Returns bin x (octaves), bin y (log10 GB/s) and, for each
+    raw point, the index of its bin.
+    """
+    x, y = curve.x, curve.y
+    edges = np.floor((x - x.min()) * bins_per_octave + 1e-9).astype(int)
+    uniq = np.unique(edges)
+    bx = np.array([np.median(x[edges == b]) for b in uniq])
+    by = np.array([np.median(y[edges == b]) for b in uniq])
+    point_bin = np.searchsorted(uniq, edges)
+    return bx, by, point_bin
+
+
+def robust_sigma(y: np.ndarray) -> float:
+    """Noise of a piecewise-flat signal from its first differences: 1.4826 MAD / sqrt 2."""
+    if y.size < 3:
+        return 0.005
+    d = np.diff(y)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2))

@@ -1,0 +1,63 @@
+"""Plain data that the detector hands to the reports: levels, plateaus and transitions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+
+from detector.capacity import CapacityEstimate
+from detector.plateaus import Plateau
+from detector.curve import Curve
+from detector.segment import Segmentation
+
+
+@dataclass
+class Level:
+    """One cache level or main memory, as result.json carries it (units in the names)."""
+
+    name: str
+    scope: str                          # per_cu, per_xcd or device
+    bandwidth_gbs: float
+    capacity_bytes: int | None = None   # None for main memory or a level never filled
+    capacity_low_bytes: int | None = None
+    capacity_high_bytes: int | None = None
+    onset_bytes: int | None = None      # last size at full plateau speed
+    aggregate_capacity_bytes: int | None = None   # per_xcd levels: over all XCDs
+    bandwidth_spread_gbs: float = 0.0
+    transition_width_octaves: float | None = None
+    confidence: float = 0.0
+    sweep: str = "shared"
+    api_bytes: int | None = None
+    ceiling_gbs: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["notes"] = "; ".join(self.notes)
+        return d
+
+
+@dataclass
+class Step:
+    """A transition between two plateaus of one sweep, with its capacity estimate."""
+
+    upper: int                 # index of the faster plateau
+    estimate: CapacityEstimate
+    rise: bool = False         # bandwidth rises past it: not a cache boundary
+
+
+@dataclass
+class SweepAnalysis:
+    sweep: str
+    curve: Curve
+    plateaus: list[Plateau]
+    steps: list[Step]
+    segmentation: Segmentation
+    sigma: float
+    usable_until_bytes: float | None = None   # data past a rise is not used
+    names: list[str] = field(default_factory=list)   # one per plateau, filled by labels
+
+
+@dataclass
+class Detection:
+    levels: list[Level]
+    sweeps: dict[str, SweepAnalysis]
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,92 @@
+"""From breakpoints to plateaus: merge steps too small to be a level, treat short segments that
+sit between their neighbours as ramps (part of a transition), and measure each plateau's level
+robustly from the raw points."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_LEVEL_STEP = np.log10(1.10)   # a new level needs at least a 10% change in bandwidth
+RAMP_BINS = 3                     # a segment this short between two levels is a ramp
+
+
+@dataclass
+class Plateau:
+    first_bin: int
+    last_bin: int          # inclusive
+    level_log: float       # log10 GB/s, median of the core raw points
+    spread_log: float      # 1.4826 MAD of the core raw points (log10)
+    size_lo_bytes: float   # smallest and largest raw working set in the core
+    size_hi_bytes: float
+    n_points: int
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        return float(10 ** self.level_log)
+
+
+def _segments(n_bins: int, bkps: list[int]) -> list[list[int]]:
+    edges = [0, *bkps, n_bins]
+    return [[a, b - 1] for a, b in zip(edges, edges[1:]) if b > a]
+
+
+def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[int]]:
+    """Bin ranges [first, last] of the plateaus; bins between two plateaus are transitions."""
+    step = max(5 * sigma, MIN_LEVEL_STEP)
+    segs = _segments(by.size, bkps)
+    level = lambda s: float(np.median(by[s[0]:s[1] + 1]))  # noqa: E731
+    changed = True
+    while changed and len(segs) > 1:
+        changed = False
+        # an excursion of a few bins that returns to the same level is an outlier, not a level
+        for i in range(1, len(segs) - 1):
+            a, b, c = level(segs[i - 1]), level(segs[i]), level(segs[i + 1])
+            short = segs[i][1] - segs[i][0] + 1 <= 2
+            if short and abs(a - c) < step and (b - a) * (b - c) > 0:
+                segs[i - 1:i + 2] = [[segs[i - 1][0], segs[i + 1][1]]]
+                changed = True
+                break
+        if changed:
+            continue
+        for i in range(len(segs) - 1):
+            if abs(level(segs[i]) - level(segs[i + 1])) < step:
+                segs[i:i + 2] = [[segs[i][0], segs[i + 1][1]]]
+                changed = True
+                break
+    # ramps: short segments strictly between their neighbours' levels
+    plateaus = []
+    for i, s in enumerate(segs):
+        if 0 < i < len(segs) - 1 and s[1] - s[0] + 1 <= RAMP_BINS:
+            a, b, c = level(segs[i - 1]), level(s), level(segs[i + 1])
+            if min(a, c) < b < max(a, c):
+                continue
+        plateaus.append(s)
+    # two plateaus left next to each other at nearly one level (a ramp removed between): merge
+    merged: list[list[int]] = []
+    for s in plateaus:
+        if merged and s[0] == merged[-1][1] + 1 and abs(level(merged[-1]) - level(s)) < step:
+            merged[-1][1] = s[1]
+        else:
+            merged.append(list(s))
+    return merged
+
+
+def build_plateaus(ranges: list[list[int]], x: np.ndarray, y: np.ndarray,
+                   point_bin: np.ndarray) -> list[Plateau]:
+    out = []
+    for k, (first, last) in enumerate(ranges):
+        core_first, core_last = first, last
+        # keep the bins next to a transition out of the level when the plateau is long enough
+        if k > 0 and last - first >= 3:
+            core_first += 1
+        if k < len(ranges) - 1 and last - first >= 3:
+            core_last -= 1
+        sel = (point_bin >= core_first) & (point_bin <= core_last)
+        ys = y[sel]
+        med = float(np.median(ys))
+        spread = float(1.4826 * np.median(np.abs(ys - med))) if ys.size > 2 else 0.0
+        inside = (point_bin >= first) & (point_bin <= last)
+        out.append(Plateau(first, last, med, spread, float(2 ** x[inside].min()),
+                           float(2 ** x[inside].max()), int(inside.sum())))
+    return out

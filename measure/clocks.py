@@ -1,0 +1,107 @@
+"""Clock and memory-bus readings through NVML (NVIDIA) or amdsmi (AMD), where installed.
+
+Both libraries are optional: without them the facts stay None and the report says so.
+"""
+from __future__ import annotations
+
+from measure.device import DeviceFacts
+
+
+def _nvml():
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # not installed, or no driver: readings stay unknown
+        return None
+
+
+def _amdsmi():
+    try:
+        import amdsmi
+        amdsmi.amdsmi_init()
+        return amdsmi
+    except Exception:
+        return None
+
+
+def fill_facts(facts: DeviceFacts) -> None:
+    """Add clocks, bus width, driver and UUID to ``facts`` where a library can read them."""
+    if facts.vendor == "nvidia":
+        nv = _nvml()
+        if nv is None:
+            return
+        try:
+            h = nv.nvmlDeviceGetHandleByIndex(facts.index)
+            facts.sm_clock_max_mhz = float(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
+            facts.mem_clock_max_mhz = float(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM))
+            facts.memory_bus_width_bits = int(nv.nvmlDeviceGetMemoryBusWidth(h))
+            drv = nv.nvmlSystemGetDriverVersion()
+            facts.driver = drv.decode() if isinstance(drv, bytes) else str(drv)
+            uuid = nv.nvmlDeviceGetUUID(h)
+            facts.uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        except Exception:
+            pass
+        if "HBM" not in facts.name and facts.name.startswith(("NVIDIA L", "NVIDIA A40", "NVIDIA RTX", "NVIDIA GeForce")):
+            facts.memory_kind = "DRAM"
+    else:
+        smi = _amdsmi()
+        if smi is None:
+            return
+        try:
+            h = smi.amdsmi_get_processor_handles()[facts.index]
+            info = smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.GFX)
+            facts.sm_clock_max_mhz = float(info.get("max_clk") or 0) or None
+            minfo = smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.MEM)
+            facts.mem_clock_max_mhz = float(minfo.get("max_clk") or 0) or None
+            vram = smi.amdsmi_get_gpu_vram_info(h)
+            facts.memory_bus_width_bits = int(vram.get("vram_bit_width") or 0) or None
+        except Exception:
+            pass
+
+
+class ClockReader:
+    """Reads the current SM/CU clock (MHz) cheaply; None where no library is present."""
+
+    def __init__(self, facts: DeviceFacts):
+        self.vendor = facts.vendor
+        self._lib = _nvml() if facts.vendor == "nvidia" else _amdsmi()
+        self._handle = None
+        if self._lib is not None:
+            try:
+                if self.vendor == "nvidia":
+                    self._handle = self._lib.nvmlDeviceGetHandleByIndex(facts.index)
+                else:
+                    self._handle = self._lib.amdsmi_get_processor_handles()[facts.index]
+            except Exception:
+                self._lib = None
+
+    def sm_clock_mhz(self) -> float | None:
+        if self._lib is None:
+            return None
+        try:
+            if self.vendor == "nvidia":
+                return float(self._lib.nvmlDeviceGetClockInfo(self._handle, self._lib.NVML_CLOCK_SM))
+            info = self._lib.amdsmi_get_clock_info(self._handle, self._lib.AmdSmiClkType.GFX)
+            return float(info.get("clk") or 0) or None
+        except Exception:
+            return None
+
+    def throttle_reasons(self) -> list[str]:
+        """NVIDIA clock-event reasons other than idle/app settings, as names."""
+        if self._lib is None or self.vendor != "nvidia":
+            return []
+        nv = self._lib
+        try:
+            mask = nv.nvmlDeviceGetCurrentClocksEventReasons(self._handle)
+        except Exception:
+            try:
+                mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
+            except Exception:
+                return []
+        names = {"SwPowerCap": 0x4, "HwSlowdown": 0x8, "SwThermalSlowdown": 0x20,
+                 "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80}
+        return [n for n, bit in names.items() if mask & bit]
+
+    def close(self) -> None:
+        pass

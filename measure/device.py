@@ -1,0 +1,125 @@
+"""Device facts and the physical bandwidth ceilings derived from them. Torch-free.
+
+A live run fills `DeviceFacts` from torch and NVML (measure.gpu) or from a profile
+(measure.simulated); `detect-caches analyze --device-json` reads the same fields from a file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from measure.errors import InputError
+
+VENDORS = ("nvidia", "amd")
+
+# L1 load bytes per clock per SM/CU. NVIDIA: 128 B/clk (Volta and later; the brief's figure).
+# AMD: 64 B/clk/CU (CDNA vL1D), a published per-CU rate, not a reading.
+L1_BYTES_PER_CLOCK = {"nvidia": 128, "amd": 64}
+
+# Chiplets (XCDs) for AMD parts whose torch properties do not say: gcnArchName prefix -> XCDs.
+# MI300X: 8 XCDs x 38 CUs = 304; MI300A: 6 XCDs; MI325X shares gfx942 with 8 XCDs.
+KNOWN_XCDS = {"gfx942": {304: 8, 228: 6, 80: 2, 38: 1}, "gfx950": {256: 8}}
+
+
+@dataclass
+class DeviceFacts:
+    """What the tool knows about the device. Units in names; None where unknown."""
+
+    name: str = "unknown"
+    vendor: str = "nvidia"
+    arch: str = ""                       # "sm_90", "gfx942", ...
+    compute_units: int = 0               # SMs (NVIDIA) or CUs (AMD)
+    xcds: int = 1                        # chiplets sharing nothing below the last-level cache
+    l2_bytes_reported: int | None = None  # as the API reports it (per XCD on AMD CDNA3)
+    llc_bytes_reported: int | None = None  # Infinity Cache / MALL, where known
+    total_memory_bytes: int | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
+    memory_bus_width_bits: int | None = None
+    memory_kind: str = "HBM"             # "HBM" or "DRAM" (GDDR parts)
+    driver: str = ""
+    torch: str = ""
+    triton: str = ""
+    uuid: str = ""
+    index: int = 0
+    simulated: bool = False
+
+    # -- physical ceilings -------------------------------------------------------------
+    def l1_ceiling_gbs(self) -> float | None:
+        """Sum over SMs/CUs of the L1 load rate at the maximum SM clock (GB/s)."""
+        per_clock = L1_BYTES_PER_CLOCK.get(self.vendor)
+        if not (per_clock and self.compute_units and self.sm_clock_max_mhz):
+            return None
+        return self.compute_units * per_clock * self.sm_clock_max_mhz * 1e6 / 1e9
+
+    def memory_ceiling_gbs(self) -> float | None:
+        """Bus width x memory clock x 2 (double data rate), in GB/s."""
+        if not (self.memory_bus_width_bits and self.mem_clock_max_mhz):
+            return None
+        return self.memory_bus_width_bits / 8 * self.mem_clock_max_mhz * 1e6 * 2 / 1e9
+
+    def ceiling_for(self, level_name: str) -> float | None:
+        if level_name in ("L1", "L0"):
+            return self.l1_ceiling_gbs()
+        if level_name in ("HBM", "DRAM"):
+            return self.memory_ceiling_gbs()
+        return None
+
+    def max_plausible_gbs(self) -> float | None:
+        """No load stream can beat the L1 ceiling; a figure above it is a broken measurement."""
+        return self.l1_ceiling_gbs()
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source: str = "device facts") -> "DeviceFacts":
+        if not isinstance(data, dict):
+            raise InputError(f"{source} must be a JSON object")
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in data.items():
+            if key not in known or value is None:
+                continue
+            want = known[key].type
+            if "int" in want and not isinstance(value, bool) and isinstance(value, (int, float)):
+                kwargs[key] = int(value) if "float" not in want else float(value)
+            elif "float" in want and isinstance(value, (int, float)) and not isinstance(value, bool):
+                kwargs[key] = float(value)
+            elif want == "str" and isinstance(value, str):
+                kwargs[key] = value
+            elif want == "bool" and isinstance(value, bool):
+                kwargs[key] = value
+            else:
+                raise InputError(f"{source}: field {key!r} has the wrong type ({type(value).__name__})")
+        facts = cls(**kwargs)
+        if facts.vendor not in VENDORS:
+            raise InputError(f"{source}: vendor must be one of {', '.join(VENDORS)}, got {facts.vendor!r}")
+        return facts
+
+
+def xcds_for(arch: str, compute_units: int) -> int:
+    """XCD count for known AMD multi-chiplet parts; 1 elsewhere."""
+    table = KNOWN_XCDS.get(arch.split(":")[0], {})
+    return table.get(compute_units, 1)
+
+
+def is_rdna(facts: DeviceFacts) -> bool:
+    return facts.vendor == "amd" and facts.arch.startswith(("gfx10", "gfx11", "gfx12"))
+
+
+def load_device_json(path: str | Path) -> DeviceFacts:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(data, dict) and isinstance(data.get("device"), dict):
+        data = data["device"]  # a result.json works too
+    return DeviceFacts.from_dict(data, source=str(path))

@@ -1,0 +1,40 @@
+"""Facts about the measurement kernel that need neither triton nor torch."""
+from __future__ import annotations
+
+ELEM_BYTES = 4                 # float32
+GRANULE_BYTES = 1024           # a sweep's resolution in stream bytes per program
+GRANULE_ELEMS = GRANULE_BYTES // ELEM_BYTES
+BLOCK_SIZES = (64, 128, 256, 512, 1024, 2048)
+FLAVOURS = ("volatile", "cached", "l2only")
+
+# Kernel constexpr codes: which tl.load variant each flavour compiles to, per vendor.
+# l2only is `.cg` on NVIDIA (ld.global.cg: L2 only). On AMD CDNA3 Triton's `.cg` gives
+# `sc0 nt` (work-group scope, which the vL1D still serves), so the nearest L1-bypassing load
+# is `.cv`, which gives `sc0 sc1` (system scope: misses the vL1D, served by L2). See README.
+LOAD_CODE = {"volatile": 0, "cached": 1, "cg": 2, "cv": 3}
+FLAVOUR_CODES = {
+    "nvidia": {"volatile": 0, "cached": 1, "l2only": 2},
+    "amd": {"volatile": 0, "cached": 1, "l2only": 3},
+}
+
+
+def flavour_code(flavour: str, vendor: str) -> int:
+    return FLAVOUR_CODES[vendor][flavour]
+
+
+def check_block_size(block_size: int) -> None:
+    """Raise ValueError unless ``block_size`` is a power of two in 64..2048."""
+    if block_size not in BLOCK_SIZES:
+        raise ValueError(f"block size must be a power of two from 64 to 2048, got {block_size}")
+
+
+def stream_elems_for(stream_bytes: int) -> int:
+    """float32 elements per program for ``stream_bytes``, a positive whole number of KiB."""
+    if stream_bytes <= 0 or stream_bytes % GRANULE_BYTES:
+        raise ValueError(f"stream bytes per program must be a positive multiple of 1024, got {stream_bytes}")
+    return stream_bytes // ELEM_BYTES
+
+
+def round_to_granule(nbytes: float) -> int:
+    """Nearest whole KiB, at least one."""
+    return max(GRANULE_BYTES, int(round(nbytes / GRANULE_BYTES)) * GRANULE_BYTES)

@@ -1,0 +1,53 @@
+"""Launch parameters of one sweep and the timing interface every device (real or simulated) offers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, asdict
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from measure.device import DeviceFacts
+from measure.kernel_meta import FLAVOURS, check_block_size
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How the kernel is launched for one sweep. ``programs`` is the 1-D grid size."""
+
+    sweep: str
+    programs: int
+    block_size: int = 1024
+    num_warps: int = 4
+    num_stages: int = 1
+    load_flavour: str = "cached"
+
+    def __post_init__(self) -> None:
+        check_block_size(self.block_size)
+        if self.programs <= 0:
+            raise ValueError(f"the grid needs at least one program, got {self.programs}")
+        if self.num_warps not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"num_warps must be a power of two from 1 to 32, got {self.num_warps}")
+        if self.num_stages < 1:
+            raise ValueError(f"num_stages must be at least 1, got {self.num_stages}")
+        if self.load_flavour not in FLAVOURS:
+            raise ValueError(f"load flavour must be one of {', '.join(FLAVOURS)}, got {self.load_flavour!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TimingDevice(Protocol):
+    """What a sweep needs from a device. `measure.gpu.TritonGPU` and
+    `measure.simulated.SimulatedGPU` both implement it."""
+
+    facts: DeviceFacts
+
+    def max_working_set_bytes(self) -> int:
+        """The largest buffer the device can stream from (bytes)."""
+
+    def time_launches(self, config: LaunchConfig, stream_elems: int,
+                      load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        """Kernel times in ms, shape (len(load_iters), repeats), after one warm-up launch."""
+
+    def sm_clock_mhz(self) -> float | None:
+        """The SM/CU clock now, where it can be read."""

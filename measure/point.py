@@ -1,0 +1,87 @@
+"""One measured point: choose load_iters from a target duration, time, fit, check, re-measure."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from measure.kernel_meta import stream_elems_for
+from measure.launch import LaunchConfig, TimingDevice
+from measure.records import Measurement
+from measure.regression import fit_load_iterations
+
+ITER_STEPS = (1, 2, 3, 4)  # load_iters = k * step: four launches of growing length
+
+
+@dataclass
+class PointPolicy:
+    """How hard to try on one point."""
+
+    target_ms: float = 0.4      # duration of the longest launch of the regression
+    repeats: int = 5            # timed launches per load_iters value (median taken)
+    min_r2: float = 0.999       # below this the point is re-measured once, then flagged
+    ceiling_slack: float = 1.03  # tolerated excess over a physical ceiling (clock readings)
+
+
+class PointMeter:
+    """Measures points for one device, remembering the last bandwidth to size the next launch."""
+
+    def __init__(self, device: TimingDevice, policy: PointPolicy | None = None,
+                 t0: float | None = None):
+        self.device = device
+        self.policy = policy or PointPolicy()
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.ceiling_gbs = device.facts.max_plausible_gbs()
+        self._guess_gbs: dict[str, float] = {}
+        self.count = 0
+
+    def _iters(self, bytes_per_pass: int, guess_gbs: float, target_ms: float) -> list[int]:
+        pass_ms = bytes_per_pass / (guess_gbs * 1e9) * 1e3
+        k = max(1, math.ceil(target_ms / ITER_STEPS[-1] / pass_ms))
+        return [k * s for s in ITER_STEPS]
+
+    def _fit(self, config: LaunchConfig, stream_bytes: int, iters: list[int], repeats: int):
+        ms = self.device.time_launches(config, stream_elems_for(stream_bytes), iters, repeats)
+        med = np.median(np.asarray(ms, dtype=float), axis=1)
+        return fit_load_iterations(iters, med), float(med[-1])
+
+    def measure(self, config: LaunchConfig, stream_bytes: int, *, phase: str) -> Measurement:
+        pol = self.policy
+        bytes_per_pass = config.programs * stream_bytes
+        guess = self._guess_gbs.get(config.sweep, 2000.0)
+        flags: set[str] = set()
+        iters = self._iters(bytes_per_pass, guess, pol.target_ms)
+        fit, longest_ms = self._fit(config, stream_bytes, iters, pol.repeats)
+        bw = fit.bandwidth_gbs(bytes_per_pass)
+        if not (longest_ms > pol.target_ms / 3 and math.isfinite(bw) and bw > 0):
+            # the guess was far off (a cache level was reached or left): size the launch again
+            if math.isfinite(bw) and bw > 0:
+                guess = bw
+            else:
+                guess = guess * pol.target_ms / max(longest_ms, 1e-3)
+            iters = self._iters(bytes_per_pass, guess, pol.target_ms)
+            fit, longest_ms = self._fit(config, stream_bytes, iters, pol.repeats)
+            bw = fit.bandwidth_gbs(bytes_per_pass)
+        if not fit.r2 >= pol.min_r2:
+            flags.add("remeasured")
+            iters = self._iters(bytes_per_pass, bw if bw > 0 else guess, pol.target_ms * 2)
+            fit, longest_ms = self._fit(config, stream_bytes, iters, pol.repeats * 2)
+            bw = fit.bandwidth_gbs(bytes_per_pass)
+            if not fit.r2 >= pol.min_r2:
+                flags.add("poor_r2")
+        if self.ceiling_gbs and bw > self.ceiling_gbs * pol.ceiling_slack:
+            flags.add("above_ceiling")
+        if math.isfinite(bw) and bw > 0 and "above_ceiling" not in flags:
+            self._guess_gbs[config.sweep] = bw
+        self.count += 1
+        working_set = stream_bytes if config.sweep == "private" else bytes_per_pass
+        return Measurement(
+            sweep=config.sweep, working_set_bytes=working_set,
+            bandwidth_gbs=float(bw) if math.isfinite(bw) and bw > 0 else float("nan"),
+            stream_bytes=stream_bytes, programs=config.programs, block_size=config.block_size,
+            num_warps=config.num_warps, load_flavour=config.load_flavour, load_iters=iters[-1],
+            slope_ms=fit.slope_ms, intercept_ms=fit.intercept_ms, r2=fit.r2, phase=phase,
+            flags=";".join(sorted(flags)), sm_clock_mhz=self.device.sm_clock_mhz() or math.nan,
+            t_s=time.perf_counter() - self.t0)

@@ -1,0 +1,99 @@
+"""A full characterization: plan both sweeps for a device, run them, log every point."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from measure.device import DeviceFacts
+from measure.kernel_meta import GRANULE_BYTES
+from measure.launch import LaunchConfig, TimingDevice
+from measure.point import PointMeter, PointPolicy
+from measure.records import Measurement, MeasurementLog
+from measure.sweep import AdaptiveSweep, SweepPlan
+
+
+@dataclass
+class SessionOptions:
+    sweeps: tuple[str, ...] = ("private", "shared")
+    grid_multiplier: int = 4
+    private_block_size: int = 2048
+    private_num_warps: int = 8
+    shared_block_size: int = 1024
+    shared_num_warps: int = 8
+    budget: int = 300                 # measurements over both sweeps
+    max_working_set_bytes: int | None = None
+    points_per_octave: int = 4
+
+
+@dataclass
+class SessionReport:
+    records: list[Measurement]
+    method: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _largest_cache(facts: DeviceFacts) -> int:
+    l2 = (facts.l2_bytes_reported or 64 * 2**20) * (facts.xcds if facts.vendor == "amd" else 1)
+    return max(l2, facts.llc_bytes_reported or 0)
+
+
+def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tuple[list[SweepPlan], list[str]]:
+    warnings = []
+    cus = facts.compute_units
+    plans = []
+    share = opts.budget // max(len(opts.sweeps), 1)
+    if "private" in opts.sweeps:
+        cfg = LaunchConfig("private", cus, opts.private_block_size, opts.private_num_warps, 1, "cached")
+        # far enough that every SM's data together passes the L2: its far end shows L2 again
+        hi = max(1 << 20, 2 * _largest_cache(facts) // cus)
+        hi = min(hi, memory_cap // cus)
+        plans.append(SweepPlan(cfg, 4 * GRANULE_BYTES, hi // GRANULE_BYTES * GRANULE_BYTES,
+                               opts.points_per_octave, share))
+    if "shared" in opts.sweeps:
+        programs = cus * opts.grid_multiplier
+        cfg = LaunchConfig("shared", programs, opts.shared_block_size, opts.shared_num_warps, 1, "l2only")
+        want = 16 * _largest_cache(facts)
+        cap = min(want, memory_cap)
+        if cap < want:
+            warnings.append(f"the shared sweep stops at {cap / 2**20:.0f} MiB, the free device memory "
+                            f"allows no more (wanted {want / 2**20:.0f} MiB)")
+        plans.append(SweepPlan(cfg, 4 * GRANULE_BYTES, cap // programs // GRANULE_BYTES * GRANULE_BYTES,
+                               opts.points_per_octave, opts.budget - share * (len(plans))))
+    return plans, warnings
+
+
+def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions,
+                 policy: PointPolicy | None = None, on_point=None) -> SessionReport:
+    memory_cap = device.max_working_set_bytes()
+    if opts.max_working_set_bytes:
+        memory_cap = min(memory_cap, opts.max_working_set_bytes)
+    plans, warnings = plan_sweeps(device.facts, opts, memory_cap)
+    meter = PointMeter(device, policy)
+    method: dict = {"sweeps": {}, "sm_clock_seen_mhz": []}
+    for plan in plans:
+        t = time.perf_counter()
+        clock_before = device.sm_clock_mhz()
+        AdaptiveSweep(meter, plan, log, on_point).run()
+        clock_after = device.sm_clock_mhz()
+        n = sum(1 for r in log.records if r.sweep == plan.config.sweep)
+        method["sweeps"][plan.config.sweep] = dict(plan.config.to_dict(), measurements=n,
+                                                   seconds=round(time.perf_counter() - t, 3),
+                                                   min_stream_bytes=plan.min_stream_bytes,
+                                                   max_stream_bytes=plan.max_stream_bytes)
+        method["sm_clock_seen_mhz"] += [c for c in (clock_before, clock_after) if c]
+    seen = [r.sm_clock_mhz for r in log.records if r.sm_clock_mhz == r.sm_clock_mhz]
+    if seen:
+        method["sm_clock_seen_mhz"] = [min(seen), max(seen)]
+    rejected = [r for r in log.records if "above_ceiling" in r.flag_set]
+    if rejected:
+        warnings.append(f"{len(rejected)} measurement(s) exceeded the physical ceiling and were rejected "
+                        f"as broken (kept in measurements.csv, flagged above_ceiling)")
+    poor = [r for r in log.records if "poor_r2" in r.flag_set]
+    if poor:
+        warnings.append(f"{len(poor)} measurement(s) kept a poor regression fit after re-measuring "
+                        f"(r2 < {meter.policy.min_r2}); the levels they touch have lower confidence")
+    sm_max = device.facts.sm_clock_max_mhz
+    if seen and sm_max and min(seen) < 0.85 * sm_max:
+        warnings.append(f"the SM clock dropped to {min(seen):.0f} MHz during the run (max {sm_max:.0f} MHz): "
+                        f"throttling or power capping; bandwidths may be low")
+    return SessionReport(log.records, method, warnings)

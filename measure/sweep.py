@@ -1,0 +1,204 @@
+"""Adaptive sweeps: a coarse log-spaced pass, then noisy bisection where the bandwidth changes.
+
+Every measured point, coarse or refined, is appended to the measurement log as it is taken.
+Refinement bisects, for each transition, on three level crossings between the plateaus on its
+two sides (15%, 50% and 85% of the way in log bandwidth), down to 1 KiB of stream bytes per
+program. A probe too close to a crossing for its noise is repeated; two undecided probes in a
+row end that bisection (the noise floor). Nothing assumes the curve is monotonic: the bracket
+is always "last point on the high side before the first point on the low side", re-derived
+from every point measured so far.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from measure.kernel_meta import GRANULE_BYTES, round_to_granule
+from measure.launch import LaunchConfig
+from measure.point import PointMeter
+from measure.records import Measurement, MeasurementLog
+
+CROSSINGS = (0.5, 0.15, 0.85)   # bisected in this order: the midpoint first
+
+
+@dataclass
+class SweepPlan:
+    """One sweep: its launch configuration, range (stream bytes per program) and budget."""
+
+    config: LaunchConfig
+    min_stream_bytes: int
+    max_stream_bytes: int
+    points_per_octave: int = 4
+    budget: int = 150                 # measurements, coarse and refined together
+    max_repeats: int = 4              # probes of one size while its side is undecided
+    min_step: float = 0.03            # smallest relative change (log) treated as a transition
+
+    def coarse_sizes(self) -> list[int]:
+        lo, hi = self.min_stream_bytes, self.max_stream_bytes
+        n = max(2, int(math.ceil(math.log2(hi / lo) * self.points_per_octave)) + 1)
+        sizes = sorted({round_to_granule(s) for s in np.geomspace(lo, hi, n)})
+        return sizes
+
+
+@dataclass
+class Transition:
+    """A run of coarse intervals where the bandwidth changes: indices into the coarse sizes."""
+
+    left: int
+    right: int
+    hi_log: float     # plateau level on the small-size side (log10 GB/s)
+    lo_log: float     # plateau level on the large-size side
+
+
+@dataclass
+class SweepState:
+    values: dict[int, list[float]] = field(default_factory=dict)   # stream bytes -> log10 bw
+
+    def add(self, size: int, bw: float) -> None:
+        if bw > 0 and math.isfinite(bw):
+            self.values.setdefault(size, []).append(math.log10(bw))
+
+    def level(self, size: int) -> float:
+        """Median over the repeats of a size: one outlier among them does not move it."""
+        return float(np.median(self.values[size]))
+
+    def sizes(self) -> list[int]:
+        return sorted(self.values)
+
+
+def robust_sigma(log_values: np.ndarray) -> float:
+    """Noise of a curve from its first differences: 1.4826 MAD / sqrt(2) (methods.md)."""
+    if log_values.size < 3:
+        return 0.01
+    d = np.diff(log_values)
+    mad = np.median(np.abs(d - np.median(d)))
+    return float(1.4826 * mad / math.sqrt(2))
+
+
+class AdaptiveSweep:
+    def __init__(self, meter: PointMeter, plan: SweepPlan, log: MeasurementLog,
+                 on_point: Callable[[Measurement], None] | None = None):
+        self.meter = meter
+        self.plan = plan
+        self.log = log
+        self.on_point = on_point or (lambda m: None)
+        self.state = SweepState()
+        self.used = 0
+        self.sigma = 0.01
+
+    # -- measuring -------------------------------------------------------------------
+    def _measure(self, size: int, phase: str) -> float | None:
+        if self.used >= self.plan.budget:
+            return None
+        m = self.meter.measure(self.plan.config, size, phase=phase)
+        self.used += 1
+        self.log.append(m)
+        self.on_point(m)
+        if "above_ceiling" not in m.flag_set:
+            self.state.add(size, m.bandwidth_gbs)
+        return m.bandwidth_gbs
+
+    # -- the two passes --------------------------------------------------------------
+    def run(self) -> list[Measurement]:
+        start = len(self.log.records)
+        coarse = self.plan.coarse_sizes()
+        for size in coarse:
+            self._measure(size, "coarse")
+        coarse = [s for s in coarse if s in self.state.values]
+        if len(coarse) >= 3:
+            levels = np.array([self.state.level(s) for s in coarse])
+            self.sigma = max(robust_sigma(levels), 0.002)
+            self.recheck_outliers(coarse, levels)
+            levels = np.array([self.state.level(s) for s in coarse])
+            transitions = self.find_transitions(coarse, levels)
+            for q in CROSSINGS:
+                for tr in sorted(transitions, key=lambda t: -abs(t.hi_log - t.lo_log)):
+                    self.bisect(coarse[tr.left], coarse[tr.right], tr, q)
+        return self.log.records[start:]
+
+    def recheck_outliers(self, sizes: list[int], levels: np.ndarray) -> None:
+        """Re-measure a coarse point that leaves and returns to its neighbours' level.
+
+        Two more readings make its median robust; a real feature (an aliasing dip) survives.
+        """
+        step = max(5 * self.sigma, self.plan.min_step / math.log(10))
+        for i in range(1, len(sizes) - 1):
+            d_left, d_right = levels[i] - levels[i - 1], levels[i] - levels[i + 1]
+            if (abs(d_left) > step and abs(d_right) > step and d_left * d_right > 0
+                    and abs(levels[i - 1] - levels[i + 1]) < step):
+                for _ in range(2):
+                    self._measure(sizes[i], "check")
+
+    def find_transitions(self, sizes: list[int], levels: np.ndarray) -> list[Transition]:
+        step = max(5 * self.sigma, self.plan.min_step / math.log(10))
+        flagged = np.abs(np.diff(levels)) > step
+        transitions: list[Transition] = []
+        i = 0
+        while i < len(flagged):
+            if not flagged[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(flagged) and flagged[j + 1]:
+                j += 1
+            left, right = i, j + 1
+            hi = float(np.median(levels[max(0, left - 2):left + 1]))
+            lo = float(np.median(levels[right:right + 3]))
+            transitions.append(Transition(left, right, hi, lo))
+            i = j + 1
+        return transitions
+
+    def _side(self, size: int, threshold: float, hi_is_above: bool) -> int:
+        """+1 on the high-bandwidth side of the threshold, -1 on the low side, 0 undecided."""
+        vals = self.state.values[size]
+        mean = self.state.level(size)
+        margin = 2.5 * self.sigma / math.sqrt(len(vals))
+        if abs(mean - threshold) <= margin:
+            return 0
+        above = mean > threshold
+        return 1 if above == hi_is_above else -1
+
+    def _bracket(self, lo_size: int, hi_size: int, threshold: float, hi_is_above: bool):
+        """Last size on the high side before the first size on the low side."""
+        inside = [s for s in self.state.sizes() if lo_size <= s <= hi_size]
+        left = inside[0]
+        for s in inside:
+            if (self.state.level(s) > threshold) != hi_is_above:
+                return left, s
+            left = s
+        return None
+
+    def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float) -> None:
+        threshold = tr.hi_log + q * (tr.lo_log - tr.hi_log)
+        hi_is_above = tr.hi_log > tr.lo_log
+        undecided_in_row = 0
+        while self.used < self.plan.budget:
+            bracket = self._bracket(lo_size, hi_size, threshold, hi_is_above)
+            if bracket is None:
+                return
+            left, right = bracket
+            if right - left <= GRANULE_BYTES:
+                return
+            if right / left > 1.05:
+                mid = round_to_granule(math.sqrt(left * right))
+            else:
+                mid = round_to_granule((left + right) / 2)
+            if mid in (left, right):
+                mid = left + GRANULE_BYTES
+            self._measure(mid, "refine")
+            if mid not in self.state.values:
+                return
+            tries = 1
+            while self._side(mid, threshold, hi_is_above) == 0 and tries < self.plan.max_repeats:
+                if self._measure(mid, "refine") is None:
+                    return
+                tries += 1
+            if self._side(mid, threshold, hi_is_above) == 0:
+                undecided_in_row += 1
+                if undecided_in_row >= 2:
+                    return
+            else:
+                undecided_in_row = 0

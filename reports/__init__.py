@@ -1,0 +1,1 @@
+"""Presentation: result.json, report.md, bandwidth.png, baseline comparison. Never imports torch."""

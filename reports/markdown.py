@@ -1,0 +1,88 @@
+"""report.md and the terminal summary."""
+from __future__ import annotations
+
+from reports.fmt import fmt_bytes, fmt_gbs, markdown_table
+
+SCOPE_WORDS = {"per_cu": "per SM/CU", "per_xcd": "per XCD", "device": "device"}
+
+
+def _capacity_cell(lv: dict) -> str:
+    if lv.get("capacity_bytes") is None:
+        return "-"
+    return (f"{fmt_bytes(lv['capacity_bytes'])} ({fmt_bytes(lv.get('capacity_low_bytes'))} to "
+            f"{fmt_bytes(lv.get('capacity_high_bytes'))})")
+
+
+def _share(lv: dict) -> str:
+    ceiling = lv.get("ceiling_gbs")
+    return f"{lv['bandwidth_gbs'] / ceiling:.0%} of {fmt_gbs(ceiling)}" if ceiling else "-"
+
+
+def levels_rows(result: dict) -> list[list[str]]:
+    rows = []
+    for lv in result["levels"]:
+        rows.append([lv["name"], SCOPE_WORDS.get(lv.get("scope"), lv.get("scope", "")),
+                     _capacity_cell(lv), fmt_bytes(lv.get("onset_bytes")), fmt_gbs(lv["bandwidth_gbs"]),
+                     _share(lv), f"{lv.get('confidence', 0):.2f}", fmt_bytes(lv.get("api_bytes"))])
+    return rows
+
+
+LEVEL_HEADER = ["level", "scope", "capacity (interval)", "onset", "plateau bandwidth",
+                "share of ceiling", "confidence", "API size"]
+
+
+def summary_table(result: dict) -> str:
+    """The short table printed on stdout."""
+    rows = levels_rows(result)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(LEVEL_HEADER)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    dev = result["device"]
+    out = [f"{dev['name']}: {len(result['levels'])} levels from {result['measurements']} measurements "
+           f"in {result['elapsed_s']:.1f} s", line(LEVEL_HEADER)]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
+    dev = result["device"]
+    method = result.get("method", {})
+    sim = " (SIMULATED: figures from a model, not hardware)" if dev.get("simulated") else ""
+    lines = [f"# Cache hierarchy of {dev['name']}{sim}", ""]
+    facts = [["vendor / arch", f"{dev.get('vendor')} {dev.get('arch', '')}".strip()],
+             ["SMs/CUs", str(dev.get("compute_units"))],
+             ["XCDs", str(dev.get("xcds", 1))],
+             ["L2 reported by the API", fmt_bytes(dev.get("l2_bytes_reported"))],
+             ["max SM clock", f"{dev['sm_clock_max_mhz']:.0f} MHz" if dev.get("sm_clock_max_mhz") else "unknown"],
+             ["memory", f"{dev.get('memory_bus_width_bits') or '?'}-bit at "
+                        f"{dev.get('mem_clock_max_mhz') or '?'} MHz"],
+             ["driver / torch / triton", f"{dev.get('driver') or '-'} / {dev.get('torch') or '-'} / {dev.get('triton') or '-'}"]]
+    clocks = method.get("sm_clock_seen_mhz")
+    if clocks:
+        facts.append(["SM clock seen during the run", f"{min(clocks):.0f} to {max(clocks):.0f} MHz"])
+    lines += ["## Device", "", markdown_table(["fact", "value"], facts), ""]
+    lines += ["## Method", ""]
+    sweeps = method.get("sweeps", {})
+    if sweeps:
+        for name, sw in sweeps.items():
+            lines.append(f"- `{name}` sweep: {sw.get('programs')} programs, block {sw.get('block_size')}, "
+                         f"{sw.get('num_warps')} warps, `{sw.get('load_flavour')}` loads, "
+                         f"{sw.get('measurements', '?')} measurements, {sw.get('seconds', 0):.1f} s.")
+    else:
+        lines.append("- Analysis of recorded measurements (`detect-caches analyze`).")
+    lines.append(f"- {result['measurements']} measurements, {result['elapsed_s']:.1f} s in all; each "
+                 "bandwidth is the slope of kernel time against load iterations (CUDA events), "
+                 "plateaus and knees from ruptures changepoints on log bandwidth.")
+    lines += ["", "## Levels", "", markdown_table(LEVEL_HEADER, levels_rows(result)), "",
+              "Capacity is where half the data still hits, from a fit of harmonically mixed "
+              "bandwidths; the interval runs from the onset (last size at plateau speed) to where "
+              "about 10% still hits, widened by the fit's bootstrap spread. Capacities of `per_cu` "
+              "levels are per SM/CU, of `per_xcd` levels per chiplet.", ""]
+    notes = [(lv["name"], lv.get("notes")) for lv in result["levels"] if lv.get("notes")]
+    if notes:
+        lines += ["## Notes", ""]
+        lines += [f"- **{name}**: {text}" for name, text in notes]
+        lines.append("")
+    lines += ["## Warnings", ""]
+    lines += [f"- {w}" for w in result.get("warnings", [])] or ["- none"]
+    lines += ["", "## Plot", "", f"![bandwidth against working set]({plot_name})", ""]
+    return "\n".join(lines)
