@@ -60,19 +60,42 @@ def _footprint_scale(an: SweepAnalysis) -> float:
     return float(np.median(c.footprint_bytes / c.size_bytes))
 
 
-def _per_cu_levels(an: SweepAnalysis, names: list[str]) -> tuple[list[Level], int]:
+def _per_cu_levels(an: SweepAnalysis, names: list[str],
+                   device_gbs: float | None) -> tuple[list[Level], int]:
+    """Per-SM/CU levels from the private sweep's first plateaus; returns them and the index of
+    the first plateau left over (device levels seen again from the private sweep).
+
+    With the shared sweep's fastest device plateau known (``device_gbs``), a private plateau
+    still well above it is part of the last per-CU level's fall (a partial-hit state), not a
+    device level: the per-CU capacity comes from the step into device-level speed.
+    """
     levels = []
     n = min(len(names), len(an.plateaus))
-    for i in range(n):
-        lv = _plateau_level(names[i], "per_cu", an, i)
-        if i < len(an.steps):
-            _with_capacity(lv, an.steps[i].estimate, 1.0)
-            lv.confidence = _confidence(an, i)
+    i = 0
+    for k in range(n):
+        end = i
+        if k == n - 1 and device_gbs:
+            while end + 1 < len(an.plateaus) and an.plateaus[end + 1].bandwidth_gbs > 1.3 * device_gbs:
+                end += 1
+        lv = _plateau_level(names[k], "per_cu", an, i)
+        for j in range(i, end):
+            e = an.steps[j].estimate
+            lv.notes.append(f"a partial step at {fmt_bytes(e.capacity_bytes)} ({an.plateaus[j].bandwidth_gbs:,.0f} -> "
+                            f"{an.plateaus[j + 1].bandwidth_gbs:,.0f} GB/s), still far above device-level "
+                            f"speed: part of the working set keeps hitting in {names[k]}")
+        if end < len(an.steps):
+            est = an.steps[end].estimate
+            if end > i:   # the fall starts at the first step: keep its onset
+                est = type(est)(**{**est.__dict__, "onset_bytes": an.steps[i].estimate.onset_bytes,
+                                   "low_bytes": min(est.low_bytes, an.steps[i].estimate.onset_bytes)})
+            _with_capacity(lv, est, 1.0)
+            lv.confidence = _confidence(an, end)
         else:
             lv.notes.append(f"no boundary within the private sweep: at least "
-                            f"{fmt_bytes(an.plateaus[i].size_hi_bytes)} per SM/CU")
+                            f"{fmt_bytes(an.plateaus[end].size_hi_bytes)} per SM/CU")
         levels.append(lv)
-    return levels, n
+        i = end + 1
+    return levels, i
 
 
 def _device_levels(an: SweepAnalysis, start: int, names: list[str], facts: DeviceFacts,
@@ -177,7 +200,8 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
     priv, shared = sweeps.get("private"), sweeps.get("shared")
     rest = 0
     if priv is not None:
-        per_cu, rest = _per_cu_levels(priv, per_cu_names)
+        device_gbs = shared.plateaus[0].bandwidth_gbs if shared is not None and shared.plateaus else None
+        per_cu, rest = _per_cu_levels(priv, per_cu_names, device_gbs)
         levels += per_cu
     if shared is not None:
         levels += _device_levels(shared, 0, device_names, facts, 1.0, False, warnings)

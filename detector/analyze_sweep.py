@@ -22,12 +22,14 @@ def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
     seg = segment(by, sigma=sigma)
     ranges = merge_segments(by, seg.breakpoints, sigma)
     plateaus = build_plateaus(ranges, curve.x, curve.y, point_bin)
-    # a short, slower plateau at the very start is a warm-up or launch artifact, not a level
-    while len(plateaus) > 1 and plateaus[0].last_bin - plateaus[0].first_bin < 2 \
-            and plateaus[0].level_log < plateaus[1].level_log:
-        dropped = plateaus.pop(0)
-        warnings.append(f"the {curve.sweep} sweep's smallest sizes (up to "
-                        f"{fmt_bytes(dropped.size_hi_bytes)}) run slower than the next ones; "
+    # sizes below the fastest plateau that run slower are overhead-bound (too little work per
+    # pass to reach the cache's speed), not a level: no cache makes a smaller working set slower
+    fastest = int(np.argmax([p.level_log for p in plateaus]))
+    if fastest > 0:
+        dropped = plateaus[:fastest]
+        plateaus = plateaus[fastest:]
+        warnings.append(f"the {curve.sweep} sweep's sizes up to {fmt_bytes(dropped[-1].size_hi_bytes)} "
+                        f"run slower than larger ones (loop and launch overhead dominate there); "
                         f"they are left out of the levels")
     steps: list[Step] = []
     usable_until = None

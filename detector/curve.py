@@ -51,8 +51,8 @@ def build_curve(records: list[Measurement], sweep: str) -> Curve:
     foot = []
     for s in sizes:
         r = by_size[int(s)][0]
-        if sweep == "private" and r.programs and r.stream_bytes:
-            foot.append(float(r.programs * r.stream_bytes))   # each program streams its own row
+        if sweep == "private" and (r.rows or r.programs) and r.stream_bytes:
+            foot.append(float(min(r.rows or r.programs, r.programs) * r.stream_bytes))  # distinct rows
         else:
             foot.append(float(s))                              # shared buffer or aggregate size
     return Curve(sweep, sizes, bw, reps, np.array(foot), noisy)

@@ -100,7 +100,8 @@ class TritonGPU:
     def time_launches(self, config: LaunchConfig, stream_elems: int,
                       load_iters: Sequence[int], repeats: int) -> np.ndarray:
         torch = self.torch
-        need = config.programs * stream_elems
+        rows = config.rows(self.facts.compute_units)
+        need = rows * stream_elems
         self.reserve(need * ELEM_BYTES)
         y_elems = config.programs * config.block_size
         if self._y is None or self._y.numel() < y_elems:
@@ -109,8 +110,9 @@ class TritonGPU:
         load = flavour_code(config.load_flavour, self.facts.vendor)
 
         def launch(iters: int) -> None:
-            kernel(self._x, self._y, stream_elems, iters, BLOCK_SIZE=config.block_size,
-                   LOAD=load, num_warps=config.num_warps, num_stages=config.num_stages)
+            kernel(self._x, self._y, stream_elems, iters, rows, BLOCK_SIZE=config.block_size,
+                   LOAD=load, ROW_BY_SM=config.row_by_sm, num_warps=config.num_warps,
+                   num_stages=config.num_stages)
 
         try:
             launch(max(load_iters))  # warm-up: compile once, fill the caches

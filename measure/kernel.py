@@ -38,10 +38,19 @@ def _load(ptrs, mask, LOAD: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["load_iters"])
-def stream_load_kernel(x_ptr, y_ptr, stream_elems, load_iters,
-                       BLOCK_SIZE: tl.constexpr, LOAD: tl.constexpr):
+def stream_load_kernel(x_ptr, y_ptr, stream_elems, load_iters, row_count,
+                       BLOCK_SIZE: tl.constexpr, LOAD: tl.constexpr, ROW_BY_SM: tl.constexpr = False):
     pid = tl.program_id(0)
-    row = x_ptr + pid.to(tl.int64) * stream_elems
+    if ROW_BY_SM:
+        # every program on one SM streams that SM's row: the per-SM working set is exactly one
+        # row however the scheduler spreads programs, and several programs per SM keep enough
+        # loads in flight to reach the L1 ceiling (NVIDIA only; the interpreter cannot run asm)
+        smid = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+        row_index = smid % row_count
+    else:
+        row_index = pid
+    row = x_ptr + row_index.to(tl.int64) * stream_elems
     offs = tl.arange(0, BLOCK_SIZE)
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
     full_elems = (stream_elems // BLOCK_SIZE) * BLOCK_SIZE

@@ -20,6 +20,7 @@ class LaunchConfig:
     num_warps: int = 4
     num_stages: int = 1
     load_flavour: str = "cached"
+    row_by_sm: bool = False   # programs of one SM share its row (NVIDIA private sweep)
 
     def __post_init__(self) -> None:
         check_block_size(self.block_size)
@@ -31,6 +32,10 @@ class LaunchConfig:
             raise ValueError(f"num_stages must be at least 1, got {self.num_stages}")
         if self.load_flavour not in FLAVOURS:
             raise ValueError(f"load flavour must be one of {', '.join(FLAVOURS)}, got {self.load_flavour!r}")
+
+    def rows(self, compute_units: int) -> int:
+        """Rows of the input buffer: one per program, or two per SM id (ids may skip numbers)."""
+        return 2 * compute_units if self.row_by_sm else self.programs
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -49,7 +49,7 @@ class PointMeter:
 
     def measure(self, config: LaunchConfig, stream_bytes: int, *, phase: str) -> Measurement:
         pol = self.policy
-        bytes_per_pass = config.programs * stream_bytes
+        bytes_per_pass = config.programs * stream_bytes   # every program streams a whole row
         guess = self._guess_gbs.get(config.sweep, 2000.0)
         flags: set[str] = set()
         iters = self._iters(bytes_per_pass, guess, pol.target_ms)
@@ -76,9 +76,11 @@ class PointMeter:
         if math.isfinite(bw) and bw > 0 and "above_ceiling" not in flags:
             self._guess_gbs[config.sweep] = bw
         self.count += 1
+        # x axis: bytes per SM for the private sweep, distinct bytes over the device for the shared
         working_set = stream_bytes if config.sweep == "private" else bytes_per_pass
         return Measurement(
-            sweep=config.sweep, working_set_bytes=working_set,
+            sweep=config.sweep, working_set_bytes=working_set, rows=min(config.programs, self.device.facts.compute_units)
+            if config.row_by_sm else config.programs,
             bandwidth_gbs=float(bw) if math.isfinite(bw) and bw > 0 else float("nan"),
             stream_bytes=stream_bytes, programs=config.programs, block_size=config.block_size,
             num_warps=config.num_warps, load_flavour=config.load_flavour, load_iters=iters[-1],

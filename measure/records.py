@@ -30,6 +30,7 @@ class Measurement:
     bandwidth_gbs: float
     stream_bytes: int = 0          # bytes each program streams per pass
     programs: int = 0
+    rows: int = 0                  # distinct rows streamed (programs, or SMs when rows follow SM ids)
     block_size: int = 0
     num_warps: int = 0
     load_flavour: str = ""

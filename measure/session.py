@@ -17,7 +17,8 @@ class SessionOptions:
     sweeps: tuple[str, ...] = ("private", "shared")
     grid_multiplier: int = 4
     private_block_size: int = 2048
-    private_num_warps: int = 8
+    private_num_warps: int = 4
+    private_programs_per_cu: int = 4   # NVIDIA: rows follow SM ids, so this does not blur the knee
     shared_block_size: int = 1024
     shared_num_warps: int = 8
     budget: int = 300                 # measurements over both sweeps
@@ -43,11 +44,13 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     plans = []
     share = opts.budget // max(len(opts.sweeps), 1)
     if "private" in opts.sweeps:
-        cfg = LaunchConfig("private", cus, opts.private_block_size, opts.private_num_warps, 1, "cached")
+        by_sm = facts.vendor == "nvidia"
+        cfg = LaunchConfig("private", cus * (opts.private_programs_per_cu if by_sm else 1),
+                           opts.private_block_size, opts.private_num_warps, 1, "cached", by_sm)
         # far enough that every SM's data together passes the L2: its far end shows L2 again
         hi = max(1 << 20, 2 * _largest_cache(facts) // cus)
         hi = min(hi, memory_cap // cus)
-        plans.append(SweepPlan(cfg, 4 * GRANULE_BYTES, hi // GRANULE_BYTES * GRANULE_BYTES,
+        plans.append(SweepPlan(cfg, 8 * GRANULE_BYTES, hi // GRANULE_BYTES * GRANULE_BYTES,
                                opts.points_per_octave, share))
     if "shared" in opts.sweeps:
         programs = cus * opts.grid_multiplier
@@ -57,7 +60,9 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         if cap < want:
             warnings.append(f"the shared sweep stops at {cap / 2**20:.0f} MiB, the free device memory "
                             f"allows no more (wanted {want / 2**20:.0f} MiB)")
-        plans.append(SweepPlan(cfg, 4 * GRANULE_BYTES, cap // programs // GRANULE_BYTES * GRANULE_BYTES,
+        # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
+        lo = max(4 * GRANULE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // GRANULE_BYTES * GRANULE_BYTES)
+        plans.append(SweepPlan(cfg, lo, cap // programs // GRANULE_BYTES * GRANULE_BYTES,
                                opts.points_per_octave, opts.budget - share * (len(plans))))
     return plans, warnings
 

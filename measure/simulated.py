@@ -192,7 +192,9 @@ class SimulatedGPU:
         """The noiseless model bandwidth for one launch configuration and size."""
         f = self.facts
         total = config.programs * stream_bytes
-        per_cu = stream_bytes * max(1.0, config.programs / f.compute_units)
+        per_cu = stream_bytes * (1.0 if config.row_by_sm else max(1.0, config.programs / f.compute_units))
+        if config.row_by_sm:
+            total = min(config.programs, f.compute_units) * stream_bytes
         skip_l1 = config.load_flavour == "l2only" or (config.load_flavour == "volatile" and f.vendor == "nvidia")
         inv_bw, missing, dip = 0.0, 1.0, 1.0
         for lv in self.profile.levels:

@@ -33,7 +33,7 @@ class SweepPlan:
     max_stream_bytes: int
     points_per_octave: int = 4
     budget: int = 150                 # measurements, coarse and refined together
-    max_repeats: int = 4              # probes of one size while its side is undecided
+    max_repeats: int = 3              # probes of one size while its side is undecided
     min_step: float = 0.03            # smallest relative change (log) treated as a transition
 
     def coarse_sizes(self) -> list[int]:

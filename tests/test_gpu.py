@@ -24,7 +24,7 @@ def test_kernel_sums_on_gpu(flavour, block):
     programs, elems, iters = 7, 256 * 9, 3
     x = torch.rand(programs * elems, device="cuda")
     y = torch.full((programs * block,), float("nan"), device="cuda")
-    stream_load_kernel[(programs,)](x, y, elems, iters, BLOCK_SIZE=block, LOAD=flavour_code(flavour, vendor))
+    stream_load_kernel[(programs,)](x, y, elems, iters, programs, BLOCK_SIZE=block, LOAD=flavour_code(flavour, vendor))
     xr = x.cpu().numpy().reshape(programs, elems).astype(np.float64)
     pad = (-elems) % block
     expect = iters * np.pad(xr, ((0, 0), (0, pad))).reshape(programs, -1, block).sum(axis=1)
@@ -39,7 +39,7 @@ def test_compiled_loads_are_16_bytes_and_in_the_loop():
         pytest.skip("PTX check is NVIDIA's; the AMDGCN check runs on the CPU (cross-compiled)")
     x = torch.rand(132 * 4096, device="cuda")
     y = torch.empty(132 * 1024, device="cuda")
-    k = stream_load_kernel[(132,)](x, y, 4096, 2, BLOCK_SIZE=1024, LOAD=flavour_code("l2only", "nvidia"))
+    k = stream_load_kernel[(132,)](x, y, 4096, 2, 132, BLOCK_SIZE=1024, LOAD=flavour_code("l2only", "nvidia"))
     ptx = k.asm["ptx"]
     assert len(re.findall(r"ld\.global\.cg\.v4\.b32", ptx)) >= 2   # whole chunks and the tail
 
@@ -73,3 +73,21 @@ def test_device_facts(gpu):
     f = gpu.facts
     assert f.compute_units > 0 and f.name
     assert f.l2_bytes_reported and f.l2_bytes_reported > 1 << 20
+
+
+def test_rows_follow_sm_ids():
+    """ROW_BY_SM: each program sums the row of the SM it ran on (an existing row, whole)."""
+    import torch
+    from measure.kernel import stream_load_kernel
+    if torch.version.hip:
+        pytest.skip("SM-id rows are NVIDIA-only")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, elems, block, programs = 2 * sms, 256 * 4, 1024, 4 * sms
+    x = torch.rand(rows * elems, device="cuda")
+    y = torch.full((programs * block,), float("nan"), device="cuda")
+    stream_load_kernel[(programs,)](x, y, elems, 2, rows, BLOCK_SIZE=block, LOAD=1, ROW_BY_SM=True)
+    sums = 2 * x.cpu().double().numpy().reshape(rows, elems // block, block).sum(axis=1)
+    got = y.cpu().double().numpy().reshape(programs, block)
+    dist = np.abs(got[:, None, :] - sums[None, :, :]).max(axis=2)
+    assert np.all(dist.min(axis=1) < 1e-3)      # every program matched one row exactly
+    assert len(set(dist.argmin(axis=1))) > sms // 2   # and the rows differ across SMs
