@@ -6,7 +6,7 @@ OUT=${OUT:-/tmp/out}
 EX=$OUT/h200
 mkdir -p $EX
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $EX/nvidia-smi.csv 2>&1
-python3 -m pytest -m gpu -q tests/test_gpu.py 2>&1 | tee $EX/gpu-tests.log | tail -5
+DETECT_CACHES_GPU_TESTS=1 python3 -m pytest -m gpu -q tests/test_gpu.py 2>&1 | tee $EX/gpu-tests.log | tail -5
 if [ "${SEED:-0}" = 1 ]; then
   ( time python3 -m detect_caches benchmark --test-name seed_default --results-dir $EX/seed ) 2>&1 | tail -25 | tee $EX/seed-benchmark.log
 fi

@@ -43,6 +43,9 @@ def _with_capacity(level: Level, est: CapacityEstimate, scale: float) -> Level:
     level.capacity_high_bytes = int(round(est.high_bytes * scale))
     level.onset_bytes = int(round(est.onset_bytes * scale))
     level.transition_width_octaves = round(est.width_octaves, 3)
+    if est.retained_bytes > est.onset_bytes * 1.05:
+        level.notes.append(f"past the onset the cache still served {fmt_bytes(est.retained_bytes * scale)} "
+                           f"of the working set at once (hit rate x size): it holds at least that much")
     return level
 
 

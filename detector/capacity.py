@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-BOOTSTRAP = 60
+BOOTSTRAP = 40
 
 
 @dataclass
@@ -25,6 +25,7 @@ class CapacityEstimate:
     low_bytes: float
     high_bytes: float
     onset_bytes: float
+    retained_bytes: float     # most bytes seen to hit at once: hit rate x working set, a floor
     width_octaves: float      # 10-90% width of the hit-rate fall, in octaves of working set
     fit_rms_log: float        # residual RMS of the model in log10 bandwidth
     n_points: int
@@ -36,9 +37,9 @@ def _model(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> n
     return np.log10(1.0 / (h / b_hi + (1.0 - h) / b_lo))
 
 
-def _fit(lnw, y, b_hi, b_lo, lnc0, bounds):
+def _fit(lnw, y, b_hi, b_lo, lnc0, bounds, widths=(0.02, 0.1, 0.4)):
     best = None
-    for s0 in (0.02, 0.1, 0.4):
+    for s0 in widths:
         try:
             res = least_squares(lambda p: _model(lnw, p[0], p[1], b_hi, b_lo) - y,
                                 x0=[min(max(lnc0, bounds[0] + 1e-9), bounds[1] - 1e-9), s0],
@@ -76,7 +77,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
     model_y = y + resid
     for _ in range(BOOTSTRAP if len(y) >= 5 else 0):
         yb = model_y - rng.choice(resid, size=resid.size, replace=True)
-        fb = _fit(lnw, yb, b_hi, b_lo, lnc, bounds)
+        fb = _fit(lnw, yb, b_hi, b_lo, lnc, bounds, widths=(max(s, 2e-3),))
         if fb is not None:
             boots.append(fb.x[0])
     cap = math.exp(lnc)
@@ -98,7 +99,14 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         hi_b = max(hi_b, math.exp(np.percentile(boots, 95)))
     hi_b = max(hi_b, cap * 9.0 ** min(s, 1.0))
     lo_b = min(lo_b, onset)
+    # Whatever the replacement policy, a cache of C bytes cannot serve more than C of a cyclic
+    # W-byte sweep: h(W) W <= C. The largest h W measured is reported beside the interval (not
+    # inside it: on several reference cards it exceeds the documented size, so the harmonic
+    # model's plateau speeds are not exact enough to make it a hard floor).
+    h = (1 / 10 ** y - 1 / b_lo) / (1 / b_hi - 1 / b_lo) if falling else np.zeros_like(y)
+    retained = float(np.max(np.clip(h, 0, 1) * sizes)) if h.size else 0.0
+    retained = retained if retained > onset else onset
     cap = min(max(cap, lo_b), hi_b)
     return CapacityEstimate(capacity_bytes=cap, low_bytes=float(lo_b), high_bytes=float(hi_b),
-                            onset_bytes=float(onset), width_octaves=float(4.39 * s / math.log(2)),
+                            onset_bytes=float(onset), retained_bytes=retained, width_octaves=float(4.39 * s / math.log(2)),
                             fit_rms_log=rms, n_points=int(len(y)))

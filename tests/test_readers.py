@@ -1,0 +1,58 @@
+"""Hostile input for the readers and the analyzer: analyzed or rejected with a message, never a crash."""
+import string
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from detector.analyze import detect_levels
+from measure.device import DeviceFacts
+from measure.errors import InputError
+from measure.reader import read_measurements
+from measure.records import Measurement
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("", "empty"), ("a,b\n1,2\n", "lacks the column"),
+    ("sweep,working_set_bytes,bandwidth_gbs\n", "no measurements"),
+    ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,abc\n", "not a number"),
+    ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,nan\n", "finite"),
+    ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,-3\n", "> 0"),
+    ("sweep,working_set_bytes,bandwidth_gbs\nother,1024,3\n", "sweep must be"),
+    ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024.5,3\n", "whole number"),
+])
+def test_reader_rejects(tmp_path, text, needle):
+    p = tmp_path / "m.csv"
+    p.write_text(text)
+    with pytest.raises(InputError, match=needle):
+        read_measurements(p)
+
+
+def test_binary_file_rejected(tmp_path):
+    p = tmp_path / "m.csv"
+    p.write_bytes(b"\x80\x81\x00\xff" * 10)
+    with pytest.raises(InputError):
+        read_measurements(p)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=string.printable, max_size=300))
+def test_reader_never_crashes(tmp_path_factory, text):
+    p = tmp_path_factory.mktemp("h") / "m.csv"
+    p.write_text("sweep,working_set_bytes,bandwidth_gbs\n" + text)
+    try:
+        read_measurements(p)
+    except InputError:
+        pass
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2**34), st.floats(1e-3, 1e6)), min_size=1, max_size=60),
+       st.sampled_from(["private", "shared"]))
+def test_analyzer_never_crashes(points, sweep):
+    recs = [Measurement(sweep, ws, bw) for ws, bw in points]
+    try:
+        det = detect_levels(recs, DeviceFacts())
+        assert all(np.isfinite(lv.bandwidth_gbs) for lv in det.levels)
+    except InputError:
+        pass
