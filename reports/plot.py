@@ -27,9 +27,6 @@ def render_plot(detection: Detection, title: str) -> bytes:
     sweeps = [s for s in ("private", "shared") if s in detection.sweeps]
     fig, axes = plt.subplots(len(sweeps), 1, figsize=(10, 4.2 * len(sweeps)), squeeze=False)
     fig.patch.set_facecolor("white")
-    names = {}
-    for lv in detection.levels:
-        names.setdefault(lv.sweep, []).append(lv)
     for ax, sweep in zip(axes[:, 0], sweeps):
         an = detection.sweeps[sweep]
         c = an.curve
@@ -48,10 +45,8 @@ def render_plot(detection: Detection, title: str) -> bytes:
             ax.axvspan(e.low_bytes, e.high_bytes, color="#888888", alpha=0.18)
             ax.axvline(e.capacity_bytes, color="#333333", ls="--", lw=1)
             ax.axvline(e.onset_bytes, color="#333333", ls=":", lw=1)
-            ax.text(e.capacity_bytes, ax.get_ylim()[0] if False else c.bandwidth_gbs.min() * 0.8,
+            ax.text(e.capacity_bytes, c.bandwidth_gbs.min() * 0.8,
                     f" {fmt_bytes(e.capacity_bytes)}", rotation=90, va="bottom", fontsize=8, color="#333333")
-        for lv in names.get(sweep, []):
-            pass
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_bytes_formatter))
         ax.set_xlabel("working set")
         ax.set_ylabel("bandwidth (GB/s)")
