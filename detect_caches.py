@@ -300,9 +300,8 @@ def cmd_benchmark(argv: list[str]) -> int:
                        args.num_stages, args.load_flavour)
 
     def show(pt):
-        if not args.quiet if hasattr(args, "quiet") else True:
-            print(f"stream_elems={pt.stream_elems:<9d} bandwidth={pt.bandwidth_gbs:>10,.1f} GB/s r2={pt.r2:.5f}",
-                  file=sys.stderr)
+        print(f"stream_elems={pt.stream_elems:<9d} bandwidth={pt.bandwidth_gbs:>10,.1f} GB/s r2={pt.r2:.5f}",
+              file=sys.stderr)
     details, summary = run_benchmark(device, cfg, args.test_name, args.results_dir,
                                      num_repeat=args.num_repeat, on_point=show)
     print(f"details: {details}\nsummary: {summary}")

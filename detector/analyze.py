@@ -140,16 +140,15 @@ def _device_levels(an: SweepAnalysis, start: int, names: list[str], facts: Devic
                 lv.notes.append(f"capacity per XCD: every CU read one buffer, so each of the {xcds} "
                                 f"XCDs' L2s held its own copy")
         lv.confidence = _confidence(an, start + end)
+        api = expected_device_bytes(name, facts, spread)
         for k in range(begin, end):
             cap = steps[k].estimate.capacity_bytes * scale
             hi, lo = plats[k].bandwidth_gbs, plats[k + 1].bandwidth_gbs
-            api = expected_device_bytes(name, facts, spread)
             if name == "L2" and facts.vendor == "nvidia" and api and 0.3 < cap / api < 0.75:
                 lv.notes.append(PARTITION_NOTE.format(cap=fmt_bytes(cap), hi=hi, lo=lo))
             else:
                 lv.notes.append(f"an extra step at {fmt_bytes(cap)} ({hi:,.0f} -> {lo:,.0f} GB/s) that "
                                 f"no documented cache explains; reported inside {name}")
-        api = expected_device_bytes(name, facts, spread)
         if api:
             lv.api_bytes = int(api / divisor)
             if not (lv.capacity_low_bytes <= lv.api_bytes <= lv.capacity_high_bytes):

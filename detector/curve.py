@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from measure.noise import robust_sigma as _robust_sigma
 from measure.records import Measurement
 
 REJECTED_FLAGS = {"above_ceiling"}
@@ -75,8 +76,5 @@ def binned(curve: Curve, bins_per_octave: int = BINS_PER_OCTAVE) -> tuple[np.nda
 
 
 def robust_sigma(y: np.ndarray) -> float:
-    """Noise of a piecewise-flat signal from its first differences: 1.4826 MAD / sqrt 2."""
-    if y.size < 3:
-        return 0.005
-    d = np.diff(y)
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2))
+    """Noise of a binned log-bandwidth curve (0.005 when it is too short to tell)."""
+    return _robust_sigma(y, default=0.005)

@@ -87,21 +87,5 @@ class ClockReader:
         except Exception:
             return None
 
-    def throttle_reasons(self) -> list[str]:
-        """NVIDIA clock-event reasons other than idle/app settings, as names."""
-        if self._lib is None or self.vendor != "nvidia":
-            return []
-        nv = self._lib
-        try:
-            mask = nv.nvmlDeviceGetCurrentClocksEventReasons(self._handle)
-        except Exception:
-            try:
-                mask = nv.nvmlDeviceGetCurrentClocksThrottleReasons(self._handle)
-            except Exception:
-                return []
-        names = {"SwPowerCap": 0x4, "HwSlowdown": 0x8, "SwThermalSlowdown": 0x20,
-                 "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80}
-        return [n for n, bit in names.items() if mask & bit]
-
     def close(self) -> None:
         pass

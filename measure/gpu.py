@@ -1,7 +1,6 @@
 """The real device: torch for memory and events, Triton for the kernel, NVML/amdsmi for clocks."""
 from __future__ import annotations
 
-import platform
 from typing import Sequence
 
 import numpy as np
@@ -140,6 +139,3 @@ class TritonGPU:
         self._x = self._y = None
         self._clock.close()
 
-
-def host_name() -> str:
-    return platform.node()

@@ -19,6 +19,7 @@ import numpy as np
 from measure.kernel_meta import GRANULE_BYTES, round_to_granule
 from measure.launch import LaunchConfig
 from measure.point import PointMeter
+from measure.noise import robust_sigma
 from measure.records import Measurement, MeasurementLog
 
 CROSSINGS = (0.5, 0.15, 0.85)   # bisected in this order: the midpoint first
@@ -69,15 +70,6 @@ class SweepState:
         return sorted(self.values)
 
 
-def robust_sigma(log_values: np.ndarray) -> float:
-    """Noise of a curve from its first differences: 1.4826 MAD / sqrt(2) (methods.md)."""
-    if log_values.size < 3:
-        return 0.01
-    d = np.diff(log_values)
-    mad = np.median(np.abs(d - np.median(d)))
-    return float(1.4826 * mad / math.sqrt(2))
-
-
 class AdaptiveSweep:
     def __init__(self, meter: PointMeter, plan: SweepPlan, log: MeasurementLog,
                  on_point: Callable[[Measurement], None] | None = None):
@@ -110,7 +102,7 @@ class AdaptiveSweep:
         coarse = [s for s in coarse if s in self.state.values]
         if len(coarse) >= 3:
             levels = np.array([self.state.level(s) for s in coarse])
-            self.sigma = max(robust_sigma(levels), 0.002)
+            self.sigma = max(robust_sigma(levels, default=0.01), 0.002)
             self.recheck_outliers(coarse, levels)
             levels = np.array([self.state.level(s) for s in coarse])
             transitions = self.find_transitions(coarse, levels)

@@ -1,22 +1,18 @@
 import os
 import sys
-
-# kernels run in Triton's interpreter on the CPU: set before triton is imported anywhere
-if not os.environ.get('DETECT_CACHES_GPU_TESTS'):
-    os.environ.setdefault('TRITON_INTERPRET', '1')
 from pathlib import Path
 
-import pytest
+# kernels run in Triton's interpreter on the CPU: set before triton is imported anywhere
+if not os.environ.get("DETECT_CACHES_GPU_TESTS"):
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-REFERENCE = ROOT.parent / "shared" / "reference-data" / "gpu-benches"
-if not REFERENCE.exists():
-    REFERENCE = ROOT / "tests" / "data" / "gpu-benches"
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from the tree, uninstalled
 
 
 def _has_gpu() -> bool:
-    if os.environ.get('TRITON_INTERPRET') == '1':
+    if os.environ.get("TRITON_INTERPRET") == "1":
         return False
     try:
         import torch
