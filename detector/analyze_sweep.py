@@ -58,8 +58,9 @@ def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
 
 
 def fmt_bytes(n: float | None) -> str:
+    """Binary units (22 KiB, 60.0 MiB); "-" for unknown."""
     if n is None:
-        return "n/a"
+        return "-"
     for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= div:
             v = n / div
