@@ -117,6 +117,13 @@ def _device_levels(an: SweepAnalysis, start: int, names: list[str], facts: Devic
     mem_reached = len(plats) >= 2 and (not expected or max_size >= 1.5 * max(expected))
     if not mem_reached and len(plats) >= 2 and not is_private and len(plats) > len(names):
         mem_reached = True
+    # a shared sweep that stays on one plateau far past any documented cache saw only memory
+    lone_memory = (len(plats) == 1 and not is_private
+                   and max_size >= max(1.5 * max(expected, default=0.0), 512 * 2**20))
+    if lone_memory:
+        mem_reached = True
+        warnings.append(f"the shared sweep shows one plateau up to {fmt_bytes(max_size)} and no device "
+                        f"cache boundary; it is taken as {facts.memory_kind}")
     cache_plats = len(plats) - 1 if mem_reached else len(plats)
     caps = [s.estimate.capacity_bytes * scale for s in steps[:cache_plats]]
     jumps = [plats[i].level_log - plats[i + 1].level_log for i in range(len(caps))]
@@ -215,6 +222,9 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
         lv.ceiling_gbs = facts.ceiling_for(lv.name)
         if lv.ceiling_gbs:
             lv.ceiling_gbs = round(lv.ceiling_gbs, 1)
+            if lv.bandwidth_gbs > 1.03 * lv.ceiling_gbs:
+                warnings.append(f"the {lv.name} plateau ({lv.bandwidth_gbs:,.0f} GB/s) is above its physical "
+                                f"ceiling ({lv.ceiling_gbs:,.0f} GB/s): the device facts or the measurement are wrong")
     if facts.simulated:
         warnings.append("simulated device: these figures come from a model, not from hardware")
     return Detection(levels, sweeps, warnings)

@@ -23,7 +23,8 @@ def _bytes_formatter(v, _pos):
     return fmt_bytes(v).replace(".0 ", " ")
 
 
-def render_plot(detection: Detection, title: str) -> bytes:
+def build_figure(detection: Detection, title: str):
+    """The matplotlib figure: one log-log panel per sweep."""
     sweeps = [s for s in ("private", "shared") if s in detection.sweeps]
     fig, axes = plt.subplots(len(sweeps), 1, figsize=(10, 4.2 * len(sweeps)), squeeze=False)
     fig.patch.set_facecolor("white")
@@ -59,6 +60,11 @@ def render_plot(detection: Detection, title: str) -> bytes:
         ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
     fig.suptitle(title, fontsize=12, color="#222222")
     fig.tight_layout()
+    return fig
+
+
+def render_plot(detection: Detection, title: str) -> bytes:
+    fig = build_figure(detection, title)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, facecolor="white")
     plt.close(fig)
