@@ -100,3 +100,26 @@ def test_mi300x_l2_is_per_xcd():
 def test_rising_tail_is_not_a_level():
     det = analyze("mi300x")
     assert any("rises again" in w for w in det.warnings)
+
+
+def test_report_and_plot_from_reference_data():
+    """What a person reads, made from the RX 6900 XT tables (two sweeps, five levels)."""
+    from reports.markdown import render_report
+    from reports.plot import build_figure
+    from reports.result_json import build_result, validate_result
+    det = analyze("rx6900xt")
+    facts = DeviceFacts.from_dict(DEVICES["rx6900xt"])
+    result = validate_result(build_result(det, facts, measurements=172, elapsed_s=1.0))
+    report = render_report(result)
+    for name in ("| L0 |", "| L1 |", "| L2 |", "| Infinity Cache |", "| DRAM |"):
+        assert name in report
+    assert "## Warnings" in report and "![bandwidth against working set](bandwidth.png)" in report
+    fig = build_figure(det, "RX 6900 XT")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 2 and titles[0].startswith("private") and titles[1].startswith("shared")
+    for ax, sweep in zip(fig.axes, ("private", "shared")):
+        labels = " ".join(t.get_text() for t in ax.texts)
+        # one bandwidth label per plateau and one capacity label per boundary
+        assert labels.count("TB/s") == len(det.sweeps[sweep].plateaus)
+        assert len([t for t in ax.texts if "iB" in t.get_text()]) == len(det.sweeps[sweep].steps)
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
