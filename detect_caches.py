@@ -86,6 +86,11 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
     p.add_argument("--max-working-set", type=_positive(float), metavar="MIB",
                    help="cap the largest working set (MiB)")
+    p.add_argument("--timing", choices=("events", "device"), default="events",
+                   help="events: CUDA events and the load-iteration regression (default); device: "
+                        "warm-up then a timed phase read from an in-kernel clock (one wave only)")
+    p.add_argument("--no-peaks", action="store_true",
+                   help="skip the peak probes (tuned launches inside each plateau)")
     _add_compare_options(p)
     return p
 
@@ -169,15 +174,18 @@ def cmd_main(argv: list[str]) -> int:
         from measure.gpu import TritonGPU
         device = TritonGPU(args.gpu)
     from measure.records import MeasurementLog
-    from measure.session import SessionOptions, characterize
+    from measure.session import SessionOptions, characterize, probe_level_peaks
     from detector.analyze import detect_levels
     out = _out_dir(args.out, device.facts.name)
     opts = SessionOptions(sweeps=sweeps, grid_multiplier=args.grid_multiplier, budget=args.budget,
-                          max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None)
+                          max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
+                          timing=args.timing, peak_budget=0 if args.no_peaks else 24)
     bar, on_point = _progress(args, args.budget)
     log = MeasurementLog(out / "measurements.csv")
     try:
         session = characterize(device, log, opts, on_point=on_point)
+        if opts.peak_budget:
+            probe_level_peaks(session, detect_levels(session.records, device.facts).levels, log, opts, on_point)
     except KeyboardInterrupt:
         log.close()
         raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
@@ -191,7 +199,7 @@ def cmd_main(argv: list[str]) -> int:
             bar.close()
     log.close()
     detection = detect_levels(session.records, device.facts)
-    session.method["timing"] = "events"
+    session.method["timing"] = args.timing
     result = _write_outputs(out, detection, device.facts, measurements=len(session.records),
                             elapsed=time.perf_counter() - t0, method=session.method,
                             warnings=session.warnings)

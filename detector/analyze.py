@@ -7,6 +7,7 @@ import numpy as np
 
 from detector.analyze_sweep import analyze_sweep, fmt_bytes
 from detector.capacity import CapacityEstimate
+from detector.peaks import attach_peaks
 from detector.curve import build_curve
 from detector.labels import PARTITION_NOTE, choose_boundaries, expected_device_bytes, hierarchy
 from detector.levels import Detection, Level, SweepAnalysis
@@ -43,6 +44,10 @@ def _with_capacity(level: Level, est: CapacityEstimate, scale: float) -> Level:
     level.capacity_high_bytes = int(round(est.high_bytes * scale))
     level.onset_bytes = int(round(est.onset_bytes * scale))
     level.transition_width_octaves = round(est.width_octaves, 3)
+    if est.cliff:
+        level.notes.append(f"capacity is the cliff between {fmt_bytes(est.low_bytes * scale)} (all hits) and "
+                           f"{fmt_bytes(est.high_bytes * scale)}, resolved by bisection; what follows is a tail "
+                           f"of partial hits, not more capacity")
     if est.retained_bytes > est.onset_bytes * 1.05:
         level.notes.append(f"past the onset the cache still served {fmt_bytes(est.retained_bytes * scale)} "
                            f"of the working set at once (hit rate x size): it holds at least that much")
@@ -54,7 +59,8 @@ def _plateau_level(name: str, scope: str, an: SweepAnalysis, i: int) -> Level:
     spread = p.bandwidth_gbs * (10 ** p.spread_log - 1)
     return Level(name=name, scope=scope, bandwidth_gbs=round(p.bandwidth_gbs, 1),
                  bandwidth_spread_gbs=round(spread, 1), sweep=an.sweep,
-                 confidence=_plateau_conf(an, i))
+                 confidence=_plateau_conf(an, i), plateau_lo_bytes=float(p.size_lo_bytes),
+                 plateau_hi_bytes=float(p.size_hi_bytes))
 
 
 def _footprint_scale(an: SweepAnalysis) -> float:
@@ -88,7 +94,9 @@ def _per_cu_levels(an: SweepAnalysis, names: list[str],
                             f"speed: part of the working set keeps hitting in {names[k]}")
         if end < len(an.steps):
             est = an.steps[end].estimate
-            if end > i:   # the fall starts at the first step: keep its onset
+            if end > i and an.steps[i].estimate.cliff:
+                est = an.steps[i].estimate   # a cliff, then a tail of partial hits: the cliff is the size
+            elif end > i:   # the fall starts at the first step: keep its onset
                 est = type(est)(**{**est.__dict__, "onset_bytes": an.steps[i].estimate.onset_bytes,
                                    "low_bytes": min(est.low_bytes, an.steps[i].estimate.onset_bytes)})
             _with_capacity(lv, est, 1.0)
@@ -218,6 +226,7 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
             _note_private_far_end(priv, rest, levels, facts)
     elif priv is not None and rest < len(priv.plateaus):
         levels += _device_levels(priv, rest, device_names, facts, _footprint_scale(priv), True, warnings)
+    attach_peaks(levels, records)
     for lv in levels:
         lv.ceiling_gbs = facts.ceiling_for(lv.name)
         if lv.ceiling_gbs:

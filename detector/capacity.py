@@ -6,7 +6,11 @@ covers a cliff (s -> 0, LRU) and the gradual fall of hashed or scattered sets. T
 where half the data still hits (for 16-way hashed LRU that is within a few percent of the
 nominal size; methods.md). The interval joins the residual-bootstrap spread of the fit with the
 bracket of measured points around the half-hit crossing; the onset is the last size still at the
-upper plateau's speed within the noise, the article's "22 KiB" figure.
+upper plateau's speed within the noise, the article's "22 KiB" figure. Where the bisection
+resolved a cliff (a large share of the fall between two sizes a KiB or so apart, as the H200's
+L1 shows at 221 KiB, followed by a slow tail of partial hits), the cliff is the capacity and its
+interval is the two sizes around it: the half-hit point of such a curve lies in the tail, past
+the physical size.
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 BOOTSTRAP = 40
+CLIFF_SPAN = 1.02   # neighbouring sizes at most 2% apart (the bisection resolves 1 KiB)
+CLIFF_DROP = 0.15   # ... across which at least 15% of the log gap between plateaus falls
 
 
 @dataclass
@@ -29,6 +35,7 @@ class CapacityEstimate:
     width_octaves: float      # 10-90% width of the hit-rate fall, in octaves of working set
     fit_rms_log: float        # residual RMS of the model in log10 bandwidth
     n_points: int
+    cliff: bool = False       # capacity is a resolved cliff (onset to next size), not the half-hit fit
 
 
 def _model(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> np.ndarray:
@@ -107,6 +114,25 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
     retained = float(np.max(np.clip(h, 0, 1) * sizes)) if h.size else 0.0
     retained = retained if retained > onset else onset
     cap = min(max(cap, lo_b), hi_b)
+    cliff = _cliff_after(sizes, y, k, hi_log, lo_log, noise_log) if falling else None
+    if cliff is not None:
+        # a cliff resolved to a few KiB: everything up to it hits, and what follows is a tail of
+        # partial hits (non-LRU replacement), not capacity. The cliff is the capacity.
+        cap, lo_b, hi_b = math.sqrt(onset * cliff), onset, cliff
     return CapacityEstimate(capacity_bytes=cap, low_bytes=float(lo_b), high_bytes=float(hi_b),
                             onset_bytes=float(onset), retained_bytes=retained, width_octaves=float(4.39 * s / math.log(2)),
-                            fit_rms_log=rms, n_points=int(len(y)))
+                            fit_rms_log=rms, n_points=int(len(y)), cliff=cliff is not None)
+
+
+def _cliff_after(sizes: np.ndarray, y: np.ndarray, k: int, hi_log: float, lo_log: float,
+                 noise_log: float) -> float | None:
+    """The size just past the onset (index k) if the bandwidth falls there by at least
+    CLIFF_DROP of the gap between the plateaus (and 4x the noise) within CLIFF_SPAN of size,
+    and the next points, measured close by, stay down; else None."""
+    # resolved: the bisection measured right past the cliff again (a repeat or a size next to
+    # it), so one slow point (set aliasing, an outlier) does not make a cliff
+    if k + 2 >= len(sizes) or sizes[k + 1] > sizes[k] * CLIFF_SPAN or sizes[k + 2] > sizes[k + 1] * CLIFF_SPAN:
+        return None
+    drop = max(CLIFF_DROP * (hi_log - lo_log), 4 * noise_log)
+    stays_down = all(y[k] - v >= drop / 2 for v in y[k + 2:k + 4])
+    return float(sizes[k + 1]) if y[k] - y[k + 1] >= drop and stays_down else None

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from measure.noise import robust_sigma as _robust_sigma
-from measure.records import Measurement
+from measure.records import REJECTED_FLAGS, Measurement
 
-REJECTED_FLAGS = {"above_ceiling"}
 BINS_PER_OCTAVE = 8
 
 
@@ -38,8 +37,9 @@ class Curve:
 
 
 def build_curve(records: list[Measurement], sweep: str) -> Curve:
-    """Median over repeats at each size, sorted by size; rejected points left out."""
-    rows = [r for r in records if r.sweep == sweep and not (r.flag_set & REJECTED_FLAGS)
+    """Median over repeats at each size, sorted by size; rejected points and the peak probes
+    (other launch configurations, measure.peak) left out."""
+    rows = [r for r in records if r.sweep == sweep and r.phase != "peak" and not (r.flag_set & REJECTED_FLAGS)
             and r.bandwidth_gbs > 0 and np.isfinite(r.bandwidth_gbs)]
     by_size: dict[int, list[Measurement]] = {}
     for r in rows:

@@ -27,6 +27,10 @@ class Level:
     sweep: str = "shared"
     api_bytes: int | None = None
     ceiling_gbs: float | None = None
+    plateau_lo_bytes: float | None = None     # the plateau's extent on its sweep's x axis
+    plateau_hi_bytes: float | None = None
+    peak_bandwidth_gbs: float | None = None   # best tuned launch inside the plateau (measure.peak)
+    peak_launch: str = ""
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:

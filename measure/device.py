@@ -45,6 +45,11 @@ class DeviceFacts:
     uuid: str = ""
     index: int = 0
     simulated: bool = False
+    # per SM/CU resources that bound how many programs run at once (single-wave check)
+    threads_per_cu: int | None = None
+    registers_per_cu: int | None = None
+    shared_bytes_per_cu: int | None = None
+    warp_size: int = 32
 
     # -- physical ceilings -------------------------------------------------------------
     def l1_ceiling_gbs(self) -> float | None:

@@ -7,8 +7,9 @@ import numpy as np
 
 from measure.device import DeviceFacts, xcds_for
 from measure.errors import DeviceError
-from measure.kernel_meta import ELEM_BYTES, flavour_code
-from measure.launch import LaunchConfig
+from measure.kernel_meta import DEVICE_CLOCKS, ELEM_BYTES, flavour_code
+from measure.launch import ClockTiming, LaunchConfig
+from measure.occupancy import KernelResources, check_single_wave
 from measure import clocks
 
 
@@ -44,11 +45,38 @@ def read_device_facts(index: int) -> DeviceFacts:
         l2_bytes_reported=int(getattr(props, "L2_cache_size", 0)) or None,
         total_memory_bytes=int(props.total_memory), torch=torch.__version__,
         triton=triton_version, index=index, uuid=str(getattr(props, "uuid", "") or ""),
-        driver=(torch.version.hip or "") if vendor == "amd" else "")
+        driver=(torch.version.hip or "") if vendor == "amd" else "",
+        threads_per_cu=getattr(props, "max_threads_per_multi_processor", None),
+        registers_per_cu=getattr(props, "regs_per_multiprocessor", None),
+        shared_bytes_per_cu=getattr(props, "shared_memory_per_multiprocessor", None),
+        warp_size=int(getattr(props, "warp_size", 64 if vendor == "amd" else 32)))
     if vendor == "amd":
         facts.xcds = xcds_for(arch, facts.compute_units)
     clocks.fill_facts(facts)
     return facts
+
+
+def _resources(compiled, num_warps: int) -> KernelResources:
+    """Registers and shared memory of a compiled Triton kernel (loaded lazily by Triton)."""
+    init = getattr(compiled, "_init_handles", None)
+    if callable(init):
+        init()
+    regs = getattr(compiled, "n_regs", None)
+    shared = getattr(getattr(compiled, "metadata", None), "shared", 0) or 0
+    return KernelResources(num_warps, int(regs) if regs else None, int(shared))
+
+
+MAX_SPINS = 1 << 20   # grid-barrier polls before a program gives up (about a second)
+
+
+def kernel_one(x, y, t, sync, stream_elems: int, rows: int, config: LaunchConfig, load: int, clock: dict):
+    """One program of the timed kernel, MAX_SPINS as in the real launches: compiles the same
+    binary and returns it, without waiting on a barrier that other programs would have to reach."""
+    from measure.kernel import stream_load_timed_kernel
+    return stream_load_timed_kernel[(1,)](x, y, t, sync, stream_elems, 0, 1, rows, BLOCK_SIZE=config.block_size,
+                                          LOAD=load, CLOCK=clock["code"], ROW_BY_SM=config.row_by_sm,
+                                          INTERLEAVE=config.interleave, MAX_SPINS=MAX_SPINS,
+                                          num_warps=config.num_warps, num_stages=config.num_stages)
 
 
 class TritonGPU:
@@ -70,7 +98,6 @@ class TritonGPU:
         self._clock = clocks.ClockReader(self.facts)
         self._x = None
         self._y = None
-        self._kernel = None
 
     def max_working_set_bytes(self) -> int:
         free, _total = self.torch.cuda.mem_get_info(self.index)
@@ -90,30 +117,39 @@ class TritonGPU:
             raise DeviceError(f"could not allocate {nbytes / 2**30:.1f} GiB on GPU {self.index}; "
                               "free memory or lower --max-working-set") from None
 
-    def _launcher(self):
-        if self._kernel is None:
-            from measure.kernel import stream_load_kernel
-            self._kernel = stream_load_kernel
-        return self._kernel
-
-    def time_launches(self, config: LaunchConfig, stream_elems: int,
-                      load_iters: Sequence[int], repeats: int) -> np.ndarray:
+    def _buffers(self, config: LaunchConfig, stream_elems: int):
         torch = self.torch
-        rows = config.rows(self.facts.compute_units)
-        need = rows * stream_elems
-        self.reserve(need * ELEM_BYTES)
+        self.reserve(config.buffer_elems(self.facts.compute_units, stream_elems) * ELEM_BYTES)
         y_elems = config.programs * config.block_size
         if self._y is None or self._y.numel() < y_elems:
             self._y = torch.empty(y_elems, dtype=torch.float32, device=f"cuda:{self.index}")
-        kernel = self._launcher()[(config.programs,)]
+        return self._x, self._y
+
+    def _guarded(self, body):
+        """Run launches, turning torch's failures into one-line DeviceErrors."""
+        torch = self.torch
+        try:
+            return body()
+        except torch.OutOfMemoryError:
+            raise DeviceError("the GPU ran out of memory during a launch") from None
+        except RuntimeError as exc:
+            raise DeviceError(f"a kernel launch failed: {str(exc).splitlines()[0]}") from None
+
+    def time_launches(self, config: LaunchConfig, stream_elems: int,
+                      load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        from measure.kernel import stream_load_kernel
+        torch = self.torch
+        x, y = self._buffers(config, stream_elems)
+        kernel = stream_load_kernel[(config.programs,)]
+        rows = config.rows(self.facts.compute_units)
         load = flavour_code(config.load_flavour, self.facts.vendor)
 
         def launch(iters: int) -> None:
-            kernel(self._x, self._y, stream_elems, iters, rows, BLOCK_SIZE=config.block_size,
-                   LOAD=load, ROW_BY_SM=config.row_by_sm, num_warps=config.num_warps,
-                   num_stages=config.num_stages)
+            kernel(x, y, stream_elems, iters, rows, BLOCK_SIZE=config.block_size, LOAD=load,
+                   ROW_BY_SM=config.row_by_sm, INTERLEAVE=config.interleave,
+                   num_warps=config.num_warps, num_stages=config.num_stages)
 
-        try:
+        def run() -> list:
             launch(max(load_iters))  # warm-up: compile once, fill the caches
             events = []
             for _ in range(repeats):
@@ -125,12 +161,49 @@ class TritonGPU:
                     end.record()
                     events.append((start, end))
             torch.cuda.synchronize()
-        except torch.OutOfMemoryError:
-            raise DeviceError("the GPU ran out of memory during a launch") from None
-        except RuntimeError as exc:
-            raise DeviceError(f"a kernel launch failed: {str(exc).splitlines()[0]}") from None
+            return events
+
+        events = self._guarded(run)
         ms = np.array([s.elapsed_time(e) for s, e in events], dtype=float)
         return ms.reshape(repeats, len(load_iters)).T
+
+    def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
+                       load_iters: int, repeats: int) -> ClockTiming:
+        from measure.kernel import stream_load_timed_kernel
+        torch = self.torch
+        x, y = self._buffers(config, stream_elems)
+        clock = DEVICE_CLOCKS[self.facts.vendor]
+        dev = f"cuda:{self.index}"
+        t = torch.zeros(3 * config.programs, dtype=torch.int64, device=dev)
+        sync = torch.zeros(1, dtype=torch.int32, device=dev)
+        kernel = stream_load_timed_kernel[(config.programs,)]
+        rows = config.rows(self.facts.compute_units)
+        load = flavour_code(config.load_flavour, self.facts.vendor)
+
+        def launch(warm: int, iters: int, spins: int):
+            sync.zero_()
+            return kernel(x, y, t, sync, stream_elems, warm, iters, rows, BLOCK_SIZE=config.block_size,
+                          LOAD=load, CLOCK=clock["code"], ROW_BY_SM=config.row_by_sm,
+                          INTERLEAVE=config.interleave, MAX_SPINS=spins, num_warps=config.num_warps,
+                          num_stages=config.num_stages)
+
+        # compile with a barrier that cannot wait (one program), then check the real grid fits
+        compiled = self._guarded(lambda: kernel_one(x, y, t, sync, stream_elems, rows, config, load, clock))
+        per_cu = check_single_wave(self.facts, config.programs, _resources(compiled, config.num_warps))
+
+        def run() -> list:
+            readings = []
+            for _ in range(repeats):
+                launch(warm_iters, load_iters, MAX_SPINS)
+                readings.append(t.view(config.programs, 3).cpu().numpy().astype(np.float64))
+            return readings
+
+        readings = self._guarded(run)
+        tick = clock["ns_per_tick"]
+        longest = np.array([(r[:, 1] - r[:, 0]).max() * tick for r in readings])
+        spread = np.array([np.ptp(r[:, 0]) * tick for r in readings])
+        gave_up = int(sum((r[:, 2] >= MAX_SPINS).sum() for r in readings))
+        return ClockTiming(longest, spread, per_cu, clock["name"], gave_up)
 
     def sm_clock_mhz(self) -> float | None:
         return self._clock.sm_clock_mhz()

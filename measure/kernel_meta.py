@@ -38,3 +38,10 @@ def stream_elems_for(stream_bytes: int) -> int:
 def round_to_granule(nbytes: float) -> int:
     """Nearest whole KiB, at least one."""
     return max(GRANULE_BYTES, int(round(nbytes / GRANULE_BYTES)) * GRANULE_BYTES)
+
+
+# In-kernel clocks (kernel constexpr CLOCK): per vendor, what is read and its tick in ns.
+DEVICE_CLOCKS = {
+    "nvidia": {"code": 0, "name": "%globaltimer (PTX global nanosecond timer)", "ns_per_tick": 1.0},
+    "amd": {"code": 1, "name": "s_memrealtime (100 MHz real-time counter)", "ns_per_tick": 10.0},
+}

@@ -23,6 +23,9 @@ class PointPolicy:
     repeats: int = 5            # timed launches per load_iters value (median taken)
     min_r2: float = 0.999       # below this the point is re-measured once, then flagged
     ceiling_slack: float = 1.03  # tolerated excess over a physical ceiling (clock readings)
+    timing: str = "events"      # "events": load-iteration regression; "device": in-kernel clock
+    warm_iters: int = 2         # device timing: untimed passes before the timed phase
+    max_spread: float = 0.03    # device timing: (max - min) / median of the repeats above this is noisy
 
 
 class PointMeter:
@@ -48,6 +51,8 @@ class PointMeter:
         return fit_load_iterations(iters, med), float(med[-1])
 
     def measure(self, config: LaunchConfig, stream_bytes: int, *, phase: str) -> Measurement:
+        if self.policy.timing == "device":
+            return self._measure_in_kernel(config, stream_bytes, phase)
         pol = self.policy
         bytes_per_pass = config.programs * stream_bytes   # every program streams a whole row
         guess = self._guess_gbs.get(config.sweep, 2000.0)
@@ -71,19 +76,55 @@ class PointMeter:
             bw = fit.bandwidth_gbs(bytes_per_pass)
             if not fit.r2 >= pol.min_r2:
                 flags.add("poor_r2")
-        if self.ceiling_gbs and bw > self.ceiling_gbs * pol.ceiling_slack:
+        return self._record(config, stream_bytes, phase, bw, flags, iters[-1], fit.slope_ms,
+                            fit.intercept_ms, fit.r2, "events")
+
+    def _clock_run(self, config: LaunchConfig, stream_bytes: int, iters: int, repeats: int):
+        ct = self.device.time_in_kernel(config, stream_elems_for(stream_bytes), self.policy.warm_iters,
+                                        iters, repeats)
+        ns = float(np.median(ct.longest_ns))
+        spread = float(np.ptp(ct.longest_ns) / ns) if ns > 0 else math.inf
+        return ct, ns, spread
+
+    def _measure_in_kernel(self, config: LaunchConfig, stream_bytes: int, phase: str) -> Measurement:
+        """The seed article's timing: bandwidth = bytes of the timed passes / longest program."""
+        pol = self.policy
+        bytes_per_pass = config.programs * stream_bytes
+        guess = self._guess_gbs.get(config.sweep, 2000.0)
+        flags: set[str] = set()
+        iters = self._iters(bytes_per_pass, guess, pol.target_ms)[-1]
+        ct, ns, spread = self._clock_run(config, stream_bytes, iters, pol.repeats)
+        if not ns > 1e6 * pol.target_ms / 3:      # the guess was far off: size the phase again
+            guess = bytes_per_pass * iters / ns if ns > 0 else guess * 10
+            iters = self._iters(bytes_per_pass, guess, pol.target_ms)[-1]
+            ct, ns, spread = self._clock_run(config, stream_bytes, iters, pol.repeats)
+        if spread > pol.max_spread:
+            flags.add("remeasured")
+            ct, ns, spread = self._clock_run(config, stream_bytes, iters, pol.repeats * 2)
+            if spread > pol.max_spread:
+                flags.add("noisy")
+        if ct.barrier_gave_up:
+            flags.add("not_one_wave")
+        bw = bytes_per_pass * iters / ns if ns > 0 else math.nan
+        return self._record(config, stream_bytes, phase, bw, flags, iters, ns / iters / 1e6, 0.0,
+                            math.nan, "device")
+
+    def _record(self, config: LaunchConfig, stream_bytes: int, phase: str, bw: float, flags: set[str],
+                load_iters: int, slope_ms: float, intercept_ms: float, r2: float, timing: str) -> Measurement:
+        if self.ceiling_gbs and bw > self.ceiling_gbs * self.policy.ceiling_slack:
             flags.add("above_ceiling")
         if math.isfinite(bw) and bw > 0 and "above_ceiling" not in flags:
             self._guess_gbs[config.sweep] = bw
         self.count += 1
         # x axis: bytes per SM for the private sweep, distinct bytes over the device for the shared
-        working_set = stream_bytes if config.sweep == "private" else bytes_per_pass
+        rows = (min(config.programs, self.device.facts.compute_units) if config.row_by_sm
+                else config.rows(self.device.facts.compute_units))
+        working_set = stream_bytes if config.sweep == "private" else rows * stream_bytes
         return Measurement(
-            sweep=config.sweep, working_set_bytes=working_set, rows=min(config.programs, self.device.facts.compute_units)
-            if config.row_by_sm else config.programs,
+            sweep=config.sweep, working_set_bytes=working_set, rows=rows,
             bandwidth_gbs=float(bw) if math.isfinite(bw) and bw > 0 else float("nan"),
             stream_bytes=stream_bytes, programs=config.programs, block_size=config.block_size,
-            num_warps=config.num_warps, load_flavour=config.load_flavour, load_iters=iters[-1],
-            slope_ms=fit.slope_ms, intercept_ms=fit.intercept_ms, r2=fit.r2, phase=phase,
+            num_warps=config.num_warps, load_flavour=config.load_flavour, load_iters=load_iters,
+            slope_ms=slope_ms, intercept_ms=intercept_ms, r2=r2, phase=phase, timing=timing,
             flags=";".join(sorted(flags)), sm_clock_mhz=self.device.sm_clock_mhz() or math.nan,
             t_s=time.perf_counter() - self.t0)

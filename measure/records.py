@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 SWEEPS = ("private", "shared")
-PHASES = ("calibrate", "coarse", "refine", "check")
+PHASES = ("calibrate", "coarse", "refine", "check", "peak")
+# flags that make a point unusable: beyond a physical ceiling, or in-kernel timing whose grid
+# barrier timed out (the programs did not all run in one wave)
+REJECTED_FLAGS = frozenset({"above_ceiling", "not_one_wave"})
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Measurement:
     r2: float = math.nan
     phase: str = "coarse"
     timing: str = "events"         # "events" (load-iteration regression) or "device" (in-kernel clock)
-    flags: str = ""                # ";"-joined: poor_r2, above_ceiling, remeasured, noisy
+    flags: str = ""                # ";"-joined: poor_r2, above_ceiling, remeasured, noisy, not_one_wave
     sm_clock_mhz: float = math.nan
     t_s: float = 0.0               # seconds since the start of the run
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from measure.device import DeviceFacts
 from measure.kernel_meta import GRANULE_BYTES
 from measure.launch import LaunchConfig, TimingDevice
+from measure.peak import PeakTarget, probe_peaks
 from measure.point import PointMeter, PointPolicy
 from measure.records import Measurement, MeasurementLog
 from measure.sweep import AdaptiveSweep, SweepPlan
@@ -21,7 +22,9 @@ class SessionOptions:
     private_programs_per_cu: int = 4   # NVIDIA: rows follow SM ids, so this does not blur the knee
     shared_block_size: int = 1024
     shared_num_warps: int = 8
-    budget: int = 300                 # measurements over both sweeps
+    budget: int = 300                 # measurements over both sweeps and the peak probes
+    peak_budget: int = 24             # of which the peak probes may take this many
+    timing: str = "events"            # "events" (regression) or "device" (in-kernel clock)
     max_working_set_bytes: int | None = None
     points_per_octave: int = 4
 
@@ -31,6 +34,8 @@ class SessionReport:
     records: list[Measurement]
     method: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    meter: PointMeter | None = None
+    configs: dict[str, LaunchConfig] = field(default_factory=dict)   # each sweep's launch
 
 
 def _largest_cache(facts: DeviceFacts) -> int:
@@ -42,7 +47,8 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     warnings = []
     cus = facts.compute_units
     plans = []
-    share = opts.budget // max(len(opts.sweeps), 1)
+    sweep_budget = max(opts.budget - opts.peak_budget, 2 * len(opts.sweeps))
+    share = sweep_budget // max(len(opts.sweeps), 1)
     if "private" in opts.sweeps:
         by_sm = facts.vendor == "nvidia"
         cfg = LaunchConfig("private", cus * (opts.private_programs_per_cu if by_sm else 1),
@@ -63,7 +69,7 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
         lo = max(4 * GRANULE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // GRANULE_BYTES * GRANULE_BYTES)
         plans.append(SweepPlan(cfg, lo, cap // programs // GRANULE_BYTES * GRANULE_BYTES,
-                               opts.points_per_octave, opts.budget - share * (len(plans))))
+                               opts.points_per_octave, sweep_budget - share * (len(plans))))
     return plans, warnings
 
 
@@ -73,7 +79,7 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     if opts.max_working_set_bytes:
         memory_cap = min(memory_cap, opts.max_working_set_bytes)
     plans, warnings = plan_sweeps(device.facts, opts, memory_cap)
-    meter = PointMeter(device, policy)
+    meter = PointMeter(device, policy or PointPolicy(timing=opts.timing))
     method: dict = {"sweeps": {}, "sm_clock_seen_mhz": []}
     for plan in plans:
         t = time.perf_counter()
@@ -101,4 +107,18 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     if seen and sm_max and min(seen) < 0.85 * sm_max:
         warnings.append(f"the SM clock dropped to {min(seen):.0f} MHz during the run (max {sm_max:.0f} MHz): "
                         f"throttling or power capping; bandwidths may be low")
-    return SessionReport(log.records, method, warnings)
+    return SessionReport(log.records, method, warnings, meter, {p.config.sweep: p.config for p in plans})
+
+
+def probe_level_peaks(session: SessionReport, levels, log: MeasurementLog, opts: SessionOptions,
+                      on_point=None) -> int:
+    """The peak probes for detected levels (plain data from the detector: name, sweep, plateau)."""
+    targets = [PeakTarget(lv.name, lv.sweep, lv.plateau_lo_bytes, lv.plateau_hi_bytes,
+                          memory=lv.capacity_bytes is None and lv.scope == "device")
+               for lv in levels if lv.plateau_lo_bytes and lv.plateau_hi_bytes]
+    budget = max(0, min(opts.peak_budget, opts.budget - len(log.records)))
+    t = time.perf_counter()
+    n = probe_peaks(session.meter, targets, session.configs, log, budget, on_point)
+    session.method["peak_probes"] = {"measurements": n, "seconds": round(time.perf_counter() - t, 3)}
+    session.records = log.records
+    return n

@@ -27,7 +27,8 @@ from scipy.special import lambertw
 from measure.device import DeviceFacts
 from measure.errors import InputError
 from measure.kernel_meta import ELEM_BYTES
-from measure.launch import LaunchConfig
+from measure.launch import ClockTiming, LaunchConfig
+from measure.occupancy import KernelResources, check_single_wave
 
 BUILTIN_PROFILES = ("h200", "mi300x")
 SCOPES = ("per_cu", "per_xcd", "device")
@@ -135,7 +136,7 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
     _require(isinstance(seed, int) and not isinstance(seed, bool), source, "seed must be an integer")
     known = {"name", "vendor", "arch", "compute_units", "xcds", "l2_bytes_reported", "llc_bytes_reported",
              "sm_clock_max_mhz", "mem_clock_max_mhz", "memory_bus_width_bits", "total_memory_bytes",
-             "memory_kind"}
+             "memory_kind", "threads_per_cu", "registers_per_cu", "shared_bytes_per_cu", "warp_size"}
     facts = DeviceFacts.from_dict({k: v for k, v in data.items() if k in known}, source=f"profile {source}")
     facts.name = f"simulated {data.get('name', 'gpu')}"
     facts.simulated = True
@@ -191,10 +192,9 @@ class SimulatedGPU:
     def bandwidth_gbs(self, config: LaunchConfig, stream_bytes: int) -> float:
         """The noiseless model bandwidth for one launch configuration and size."""
         f = self.facts
-        total = config.programs * stream_bytes
+        rows = min(config.programs, f.compute_units) if config.row_by_sm else config.rows(f.compute_units)
+        total = rows * stream_bytes
         per_cu = stream_bytes * (1.0 if config.row_by_sm else max(1.0, config.programs / f.compute_units))
-        if config.row_by_sm:
-            total = min(config.programs, f.compute_units) * stream_bytes
         skip_l1 = config.load_flavour == "l2only" or (config.load_flavour == "volatile" and f.vendor == "nvidia")
         inv_bw, missing, dip = 0.0, 1.0, 1.0
         for lv in self.profile.levels:
@@ -235,3 +235,24 @@ class SimulatedGPU:
         jitter = self._rng.normal(0.0, 0.0004, size=(len(load_iters), repeats))
         per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
         return self.INTERCEPT_MS + iters * pass_ms * per_launch + np.abs(jitter)
+
+    def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
+                       load_iters: int, repeats: int) -> ClockTiming:
+        per_cu = check_single_wave(self.facts, config.programs, self.KERNEL_RESOURCES(config.num_warps))
+        stream_bytes = stream_elems * ELEM_BYTES
+        bw = self.bandwidth_gbs(config, stream_bytes)
+        noise = self._noise_now()
+        self.calls += 1
+        point_factor = math.exp(self._rng.normal(0.0, noise))
+        if self._rng.random() < self.profile.outlier_rate:
+            point_factor *= 1.6
+        phase_ns = load_iters * config.programs * stream_bytes / bw * point_factor
+        per_launch = 1.0 + np.abs(self._rng.normal(0.0, noise / 4, size=repeats))
+        # the clock ticks every 32 ns; programs of one wave start within about a microsecond
+        longest = np.round(phase_ns * per_launch / 32.0) * 32.0
+        spread = np.abs(self._rng.normal(800.0, 200.0, size=repeats))
+        return ClockTiming(longest, spread, per_cu, "simulated 32 ns clock")
+
+    @staticmethod
+    def KERNEL_RESOURCES(num_warps: int) -> KernelResources:
+        return KernelResources(num_warps, registers_per_thread=40, shared_bytes=0)

@@ -20,7 +20,7 @@ from measure.kernel_meta import GRANULE_BYTES, round_to_granule
 from measure.launch import LaunchConfig
 from measure.point import PointMeter
 from measure.noise import robust_sigma
-from measure.records import Measurement, MeasurementLog
+from measure.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
 CROSSINGS = (0.5, 0.15, 0.85)   # bisected in this order: the midpoint first
 
@@ -89,7 +89,7 @@ class AdaptiveSweep:
         self.used += 1
         self.log.append(m)
         self.on_point(m)
-        if "above_ceiling" not in m.flag_set:
+        if not m.flag_set & REJECTED_FLAGS:
             self.state.add(size, m.bandwidth_gbs)
         return m.bandwidth_gbs
 

@@ -18,17 +18,25 @@ def _share(lv: dict) -> str:
     return f"{lv['bandwidth_gbs'] / ceiling:.0%} of {fmt_gbs(ceiling)}" if ceiling else "-"
 
 
+def _peak(lv: dict) -> str:
+    peak = lv.get("peak_bandwidth_gbs")
+    if not peak:
+        return "-"
+    ceiling = lv.get("ceiling_gbs")
+    return fmt_gbs(peak) + (f" ({peak / ceiling:.0%})" if ceiling else "")
+
+
 def levels_rows(result: dict) -> list[list[str]]:
     rows = []
     for lv in result["levels"]:
         rows.append([lv["name"], SCOPE_WORDS.get(lv.get("scope"), lv.get("scope", "")),
                      _capacity_cell(lv), fmt_bytes(lv.get("onset_bytes")), fmt_gbs(lv["bandwidth_gbs"]),
-                     _share(lv), f"{lv.get('confidence', 0):.2f}", fmt_bytes(lv.get("api_bytes"))])
+                     _share(lv), _peak(lv), f"{lv.get('confidence', 0):.2f}", fmt_bytes(lv.get("api_bytes"))])
     return rows
 
 
 LEVEL_HEADER = ["level", "scope", "capacity (interval)", "onset", "plateau bandwidth",
-                "share of ceiling", "confidence", "API size"]
+                "share of ceiling", "peak (tuned launch)", "confidence", "API size"]
 
 
 def summary_table(result: dict) -> str:
@@ -69,14 +77,24 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
                          f"{sw.get('measurements', '?')} measurements, {sw.get('seconds', 0):.1f} s.")
     else:
         lines.append("- Analysis of recorded measurements (`detect-caches analyze`).")
+    if method.get("timing") == "device":
+        how = ("bytes of the timed passes over the longest program's timed phase, read from an "
+               "in-kernel clock after untimed warm-up passes and a grid barrier (one wave)")
+    else:
+        how = "the slope of kernel time against load iterations (CUDA events)"
     lines.append(f"- {result['measurements']} measurements, {result['elapsed_s']:.1f} s in all; each "
-                 "bandwidth is the slope of kernel time against load iterations (CUDA events), "
-                 "plateaus and knees from ruptures changepoints on log bandwidth.")
+                 f"bandwidth is {how}; plateaus and knees from ruptures changepoints on log bandwidth.")
+    peaks = method.get("peak_probes")
+    if peaks:
+        lines.append(f"- Peak probes: {peaks.get('measurements', 0)} measurements of other launch "
+                     "configurations inside each plateau; the best is the `peak` column:")
+        lines += [f"  - {lv['name']}: {lv['peak_launch']}" for lv in result["levels"] if lv.get("peak_launch")]
     lines += ["", "## Levels", "", markdown_table(LEVEL_HEADER, levels_rows(result)), "",
               "Capacity is where half the data still hits, from a fit of harmonically mixed "
               "bandwidths; the interval runs from the onset (last size at plateau speed) to where "
-              "about 10% still hits, widened by the fit's bootstrap spread. Capacities of `per_cu` "
-              "levels are per SM/CU, of `per_xcd` levels per chiplet.", ""]
+              "about 10% still hits, widened by the fit's bootstrap spread; where the bisection "
+              "resolved a cliff, the capacity is the cliff and the interval the sizes around it. "
+              "Capacities of `per_cu` levels are per SM/CU, of `per_xcd` levels per chiplet.", ""]
     notes = [(lv["name"], lv.get("notes")) for lv in result["levels"] if lv.get("notes")]
     if notes:
         lines += ["## Notes", ""]

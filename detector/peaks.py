@@ -1,0 +1,32 @@
+"""Attach the peak probes (measure.peak: other launch configurations measured inside a level's
+plateau) to the levels: the best bandwidth a tuned launch reached there, and with what."""
+from __future__ import annotations
+
+from measure.records import REJECTED_FLAGS, Measurement
+
+from detector.levels import Level
+
+
+def describe_launch(r: Measurement) -> str:
+    """A short, human description of one measurement's launch configuration."""
+    share = r.programs // r.rows if r.rows and r.programs > r.rows and r.sweep == "shared" else 1
+    text = f"{r.programs} programs, block {r.block_size}, {r.num_warps} warps"
+    if share > 1:
+        text += f", {share} programs per row"
+    return text
+
+
+def attach_peaks(levels: list[Level], records: list[Measurement]) -> None:
+    """For each level, the fastest accepted peak probe of its sweep inside its plateau."""
+    unusable = REJECTED_FLAGS | {"poor_r2", "noisy"}
+    probes = [r for r in records if r.phase == "peak" and not r.flag_set & unusable and r.bandwidth_gbs > 0]
+    for lv in levels:
+        if lv.plateau_lo_bytes is None or lv.plateau_hi_bytes is None:
+            continue
+        inside = [r for r in probes if r.sweep == lv.sweep
+                  and lv.plateau_lo_bytes <= r.working_set_bytes <= lv.plateau_hi_bytes]
+        if not inside:
+            continue
+        best = max(inside, key=lambda r: r.bandwidth_gbs)
+        lv.peak_bandwidth_gbs = round(best.bandwidth_gbs, 1)
+        lv.peak_launch = describe_launch(best)

@@ -1,0 +1,87 @@
+"""Peak probes: a few launch configurations measured inside each level's plateau, after the
+sweeps, so that each level's bandwidth is also reported under the launch that suits it best.
+
+The sweeps keep one configuration each (the knees must come from one curve); a level's
+fastest configuration differs (H200: L2 hits are faster when several SMs read each row, which
+would move the L2 knee if the sweep did it). Sharing rows is only tried inside cache plateaus,
+where the data fits either way, never for memory, where sharers would hit in L2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from measure.device import DeviceFacts
+from measure.kernel_meta import GRANULE_BYTES
+from measure.launch import LaunchConfig
+from measure.occupancy import NotOneWaveError
+from measure.point import PointMeter
+from measure.records import Measurement, MeasurementLog
+
+
+@dataclass(frozen=True)
+class PeakTarget:
+    """Where to probe: a level's plateau on its sweep's x axis (bytes per SM/CU or aggregate)."""
+
+    level: str
+    sweep: str
+    plateau_lo_bytes: float
+    plateau_hi_bytes: float
+    memory: bool = False
+
+
+def candidates(target: PeakTarget, facts: DeviceFacts, base: LaunchConfig) -> list[LaunchConfig]:
+    """Launches to try for one level (programs per SM/CU, block, warps, layout, row sharing)."""
+    cus = facts.compute_units
+    if target.sweep == "private":
+        shapes = [(4, 2048, 4), (4, 1024, 8), (8, 1024, 4), (2, 2048, 8), (8, 2048, 2)]
+        by_sm = base.row_by_sm
+        return [LaunchConfig("private", cus * (n if by_sm else 1), b, w, 1, base.load_flavour, by_sm)
+                for n, b, w in shapes if by_sm or n == shapes[0][0]]
+    if target.memory:
+        shapes = [(4, 1024, 8, False, 1), (4, 1024, 16, False, 1), (4, 2048, 16, False, 1),
+                  (8, 1024, 8, False, 1), (4, 2048, 8, True, 1), (8, 1024, 8, True, 1)]
+    else:
+        shapes = [(4, 1024, 8, False, 1), (4, 1024, 8, False, 4), (8, 1024, 8, True, 8),
+                  (4, 1024, 16, False, 4), (8, 1024, 8, False, 4), (16, 1024, 4, False, 16)]
+    return [LaunchConfig("shared", cus * n, b, w, 1, base.load_flavour, False, inter, share)
+            for n, b, w, inter, share in shapes]
+
+
+def probe_size(target: PeakTarget) -> float:
+    """Inside the plateau: its geometric middle for caches (clear of both edges), its far end
+    for memory (deepest past every cache)."""
+    if target.memory:
+        return target.plateau_hi_bytes
+    return (target.plateau_lo_bytes * target.plateau_hi_bytes) ** 0.5
+
+
+def stream_bytes_for(target: PeakTarget, cfg: LaunchConfig, facts: DeviceFacts) -> int:
+    x = probe_size(target)
+    rows = 1 if target.sweep == "private" else cfg.rows(facts.compute_units)
+    return max(GRANULE_BYTES, int(x / rows) // GRANULE_BYTES * GRANULE_BYTES)
+
+
+def probe_peaks(meter: PointMeter, targets: list[PeakTarget], bases: dict[str, LaunchConfig],
+                log: MeasurementLog, budget: int,
+                on_point: Callable[[Measurement], None] | None = None) -> int:
+    """Measure the candidates of every target (phase "peak"), within ``budget``; returns the count."""
+    facts = meter.device.facts
+    used = 0
+    for target in targets:
+        base = bases.get(target.sweep)
+        if base is None:
+            continue
+        for cfg in candidates(target, facts, base):
+            if used >= budget:
+                return used
+            try:
+                m = meter.measure(cfg, stream_bytes_for(target, cfg, facts), phase="peak")
+            except NotOneWaveError:
+                continue   # not a candidate for in-kernel timing
+
+            used += 1
+            log.append(m)
+            if on_point:
+                on_point(m)
+    return used
