@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from measure.errors import DetectCachesError, InputError
+from measure.errors import DetectCachesError, DeviceError, InputError
 
+PROCESS_T0 = time.perf_counter()   # import of the CLI: close to process start
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
-SUBCOMMANDS = ("analyze", "compare", "run", "benchmark")
+SUBCOMMANDS = ("analyze", "compare", "fleet", "run", "benchmark")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,9 +73,12 @@ def main_parser() -> argparse.ArgumentParser:
         "Characterize a GPU's cache hierarchy: adaptive bandwidth sweeps, changepoint analysis, "
         "a report. Subcommands: analyze CSV, compare BASE CUR, run, benchmark (the seed's modes); "
         "`detect-caches SUBCOMMAND --help` for each."))
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--gpu", type=int, metavar="INDEX", help="measure this GPU")
-    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x or a profile JSON file")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--gpu", metavar="INDEX", help="measure this GPU; `all` or a list such as 0,2,5 "
+                                                    "measures each at once and writes a node summary")
+    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x or a profile "
+                                                           "JSON file; a comma list simulates a node")
+    p.add_argument("--sim-index", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="output folder (must not exist yet; default "
                                              "detect-caches-results/<device>-<time>)")
     p.add_argument("--baseline", type=Path, help="compare with this result.json after measuring; exit 1 on drift")
@@ -156,28 +160,30 @@ def _progress(args, total: int):
     return bar, on_point
 
 
-def cmd_main(argv: list[str]) -> int:
-    args = main_parser().parse_args(argv)
-    t0 = time.perf_counter()
+def _sweeps(args) -> tuple[str, ...]:
     sweeps = tuple(s.strip() for s in args.sweeps.split(",") if s.strip())
     if not sweeps or any(s not in ("private", "shared") for s in sweeps):
         raise InputError(f"--sweeps takes private, shared or both, got {args.sweeps!r}")
-    if args.baseline is not None:
-        from reports.result_json import read_result
-        read_result(args.baseline)   # fail before measuring, not after
-    if args.simulate:
+    return sweeps
+
+
+def _open_device(args, gpu_index: int | None, profile: str | None):
+    if profile is not None:
         from measure.simulated import SimulatedGPU, load_profile
-        device = SimulatedGPU(load_profile(args.simulate))
-    else:
-        if args.gpu < 0:
-            raise InputError(f"--gpu takes an index >= 0, got {args.gpu}")
-        from measure.gpu import TritonGPU
-        device = TritonGPU(args.gpu)
+        device = SimulatedGPU(load_profile(profile))
+        device.facts.index = args.sim_index if gpu_index is None else gpu_index
+        return device
+    from measure.gpu import TritonGPU
+    return TritonGPU(gpu_index)
+
+
+def characterize_one(args, device, out: Path) -> dict:
+    """Sweeps, peak probes, analysis and reports for one device; returns result.json's content."""
     from measure.records import MeasurementLog
     from measure.session import SessionOptions, characterize, probe_level_peaks
     from detector.analyze import detect_levels
-    out = _out_dir(args.out, device.facts.name)
-    opts = SessionOptions(sweeps=sweeps, grid_multiplier=args.grid_multiplier, budget=args.budget,
+    t0 = time.perf_counter()
+    opts = SessionOptions(sweeps=_sweeps(args), grid_multiplier=args.grid_multiplier, budget=args.budget,
                           max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
                           timing=args.timing, peak_budget=0 if args.no_peaks else 24)
     bar, on_point = _progress(args, args.budget)
@@ -198,12 +204,65 @@ def cmd_main(argv: list[str]) -> int:
         if bar is not None:
             bar.close()
     log.close()
+    t = time.perf_counter()
     detection = detect_levels(session.records, device.facts)
     session.method["timing"] = args.timing
-    result = _write_outputs(out, detection, device.facts, measurements=len(session.records),
-                            elapsed=time.perf_counter() - t0, method=session.method,
-                            warnings=session.warnings)
-    return _finish(result, args, out)
+    session.method["analysis_seconds"] = round(time.perf_counter() - t, 3)
+    session.method["process_seconds_before_measuring"] = round(t0 - PROCESS_T0, 3)
+    return _write_outputs(out, detection, device.facts, measurements=len(session.records),
+                          elapsed=time.perf_counter() - t0, method=session.method,
+                          warnings=session.warnings)
+
+
+def cmd_main(argv: list[str]) -> int:
+    from measure import fleet
+    args = main_parser().parse_args(argv)
+    _sweeps(args)
+    if args.baseline is not None:
+        from reports.result_json import read_result
+        read_result(args.baseline)   # fail before measuring, not after
+    rank = fleet.distributed_rank()
+    if rank is not None:
+        return fleet.run_rank(args, rank, characterize_one, _open_device, _finish_fleet)
+    if args.gpu is None and args.simulate is None:
+        raise InputError("say what to measure: --gpu INDEX (or all, or 0,2,5), or --simulate PROFILE")
+    targets = fleet.node_targets(args)
+    if len(targets) > 1:
+        return fleet.run_node(args, targets, _finish_fleet)
+    gpu_index, profile = targets[0]
+    if gpu_index is not None and gpu_index < 0:
+        raise InputError(f"--gpu takes an index >= 0, got {gpu_index}")
+    device = _open_device(args, gpu_index, profile)
+    out = _out_dir(args.out, device.facts.name)
+    return _finish(characterize_one(args, device, out), args, out)
+
+
+def _finish_fleet(results: list[dict], args, out: Path, failed: list[str]) -> int:
+    """Fleet report over ``results`` into ``out`` (fleet.md, fleet.json); exit 1 on outliers."""
+    from reports.atomic import write_text_atomic
+    from reports.fleet import build_fleet_report
+    if not results:
+        raise DeviceError("no GPU produced a result: " + "; ".join(failed))
+    report = build_fleet_report(results, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
+                                failed=failed)
+    if getattr(args, "baseline", None):
+        from reports.compare import compare_results
+        from reports.fleet import gpu_label
+        from reports.result_json import read_result
+        base = read_result(args.baseline)
+        for res in results:
+            cmp = compare_results(base, res, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
+            bad = [f"{r[0]} {r[1]} {r[3]} vs baseline {r[2]}" for r in cmp.rows if r[5].startswith("DRIFT")]
+            if bad:
+                report.outliers.setdefault(gpu_label(res), []).extend(bad)
+    print(report.markdown())
+    if out is not None:
+        write_text_atomic(out / "fleet.md", report.markdown())
+        write_text_atomic(out / "fleet.json", json.dumps(report.to_dict(), indent=2) + "\n")
+        print(f"fleet report: {out / 'fleet.md'}")
+    if failed:
+        return EXIT_ERROR
+    return EXIT_DRIFT if report.drift else EXIT_OK
 
 
 def cmd_analyze(argv: list[str]) -> int:
@@ -244,6 +303,27 @@ def cmd_compare(argv: list[str]) -> int:
     cmp = compare_results(base, cur, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
     print(cmp.markdown())
     return EXIT_DRIFT if cmp.drift else EXIT_OK
+
+
+def cmd_fleet(argv: list[str]) -> int:
+    p = _Parser(prog="detect-caches fleet", description=(
+        "Fleet report from result.json files of GPUs of one model: the table, the fleet median, the "
+        "outliers; exit 0 if none, 1 if any, 2 on bad input."))
+    p.add_argument("results", type=Path, nargs="+", help="result.json files (one per GPU)")
+    p.add_argument("--out", type=Path, help="also write fleet.md and fleet.json into this new folder")
+    p.add_argument("--baseline", type=Path, help="also compare every GPU with this result.json")
+    _add_compare_options(p)
+    args = p.parse_args(argv)
+    from reports.result_json import read_result
+    results = [read_result(path) for path in args.results]
+    for path, res in zip(args.results, results):
+        res["device"].setdefault("host", "")
+        if not res["device"].get("host"):
+            res["device"]["host"] = str(path.parent)
+    if args.baseline is not None:
+        read_result(args.baseline)
+    out = _out_dir(args.out, "fleet") if args.out else None
+    return _finish_fleet(results, args, out, [])
 
 
 def _seed_parser(prog: str, desc: str) -> argparse.ArgumentParser:
@@ -318,7 +398,8 @@ def cmd_benchmark(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "run": cmd_run, "benchmark": cmd_benchmark}
+    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "fleet": cmd_fleet, "run": cmd_run,
+                "benchmark": cmd_benchmark}
     try:
         if argv and argv[0] in handlers:
             return handlers[argv[0]](argv[1:])

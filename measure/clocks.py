@@ -4,6 +4,8 @@ Both libraries are optional: without them the facts stay None and the report say
 """
 from __future__ import annotations
 
+import os
+
 from measure.device import DeviceFacts
 
 
@@ -86,6 +88,17 @@ class ClockReader:
             return float(info.get("clk") or 0) or None
         except Exception:
             return None
+
+    def other_processes(self) -> int | None:
+        """Processes other than this one that hold the GPU now (NVIDIA, through NVML)."""
+        if self._lib is None or self.vendor != "nvidia":
+            return None
+        try:
+            procs = list(self._lib.nvmlDeviceGetComputeRunningProcesses(self._handle))
+            procs += list(self._lib.nvmlDeviceGetGraphicsRunningProcesses(self._handle))
+        except Exception:
+            return None
+        return len({p.pid for p in procs} - {os.getpid()})
 
     def close(self) -> None:
         pass

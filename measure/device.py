@@ -44,6 +44,7 @@ class DeviceFacts:
     triton: str = ""
     uuid: str = ""
     index: int = 0
+    host: str = ""
     simulated: bool = False
     # per SM/CU resources that bound how many programs run at once (single-wave check)
     threads_per_cu: int | None = None

@@ -1,6 +1,8 @@
 """The real device: torch for memory and events, Triton for the kernel, NVML/amdsmi for clocks."""
 from __future__ import annotations
 
+import socket
+import time
 from typing import Sequence
 
 import numpy as np
@@ -52,6 +54,7 @@ def read_device_facts(index: int) -> DeviceFacts:
         warp_size=int(getattr(props, "warp_size", 64 if vendor == "amd" else 32)))
     if vendor == "amd":
         facts.xcds = xcds_for(arch, facts.compute_units)
+    facts.host = socket.gethostname()
     clocks.fill_facts(facts)
     return facts
 
@@ -98,6 +101,8 @@ class TritonGPU:
         self._clock = clocks.ClockReader(self.facts)
         self._x = None
         self._y = None
+        self._compiled: set[tuple] = set()
+        self.compile_seconds = 0.0   # first launches of each kernel variant (compile or cache load)
 
     def max_working_set_bytes(self) -> int:
         free, _total = self.torch.cuda.mem_get_info(self.index)
@@ -125,6 +130,18 @@ class TritonGPU:
             self._y = torch.empty(y_elems, dtype=torch.float32, device=f"cuda:{self.index}")
         return self._x, self._y
 
+    def _timed_compile(self, key: tuple, first_launch):
+        """Run ``first_launch``; the first time for a kernel variant, count its time as compiling
+        (Triton compiles, or loads from its cache, on the first launch)."""
+        if key in self._compiled:
+            return first_launch()
+        t = time.perf_counter()
+        out = first_launch()
+        self.torch.cuda.synchronize()
+        self.compile_seconds += time.perf_counter() - t
+        self._compiled.add(key)
+        return out
+
     def _guarded(self, body):
         """Run launches, turning torch's failures into one-line DeviceErrors."""
         torch = self.torch
@@ -150,7 +167,9 @@ class TritonGPU:
                    num_warps=config.num_warps, num_stages=config.num_stages)
 
         def run() -> list:
-            launch(max(load_iters))  # warm-up: compile once, fill the caches
+            self._timed_compile(("events", config.block_size, config.num_warps, config.num_stages, load,
+                                 config.row_by_sm, config.interleave), lambda: launch(max(load_iters)))
+            launch(max(load_iters))  # warm-up: fill the caches
             events = []
             for _ in range(repeats):
                 for iters in load_iters:
@@ -188,7 +207,10 @@ class TritonGPU:
                           num_stages=config.num_stages)
 
         # compile with a barrier that cannot wait (one program), then check the real grid fits
-        compiled = self._guarded(lambda: kernel_one(x, y, t, sync, stream_elems, rows, config, load, clock))
+        key = ("device", config.block_size, config.num_warps, config.num_stages, load, config.row_by_sm,
+               config.interleave)
+        compiled = self._guarded(lambda: self._timed_compile(
+            key, lambda: kernel_one(x, y, t, sync, stream_elems, rows, config, load, clock)))
         per_cu = check_single_wave(self.facts, config.programs, _resources(compiled, config.num_warps))
 
         def run() -> list:
@@ -207,6 +229,9 @@ class TritonGPU:
 
     def sm_clock_mhz(self) -> float | None:
         return self._clock.sm_clock_mhz()
+
+    def other_processes(self) -> int | None:
+        return self._clock.other_processes()
 
     def close(self) -> None:
         self._x = self._y = None

@@ -84,3 +84,6 @@ class TimingDevice(Protocol):
 
     def sm_clock_mhz(self) -> float | None:
         """The SM/CU clock now, where it can be read."""
+
+    def other_processes(self) -> int | None:
+        """Other processes using the device now, where it can be read."""

@@ -80,6 +80,7 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
         memory_cap = min(memory_cap, opts.max_working_set_bytes)
     plans, warnings = plan_sweeps(device.facts, opts, memory_cap)
     meter = PointMeter(device, policy or PointPolicy(timing=opts.timing))
+    busy = [device.other_processes()]
     method: dict = {"sweeps": {}, "sm_clock_seen_mhz": []}
     for plan in plans:
         t = time.perf_counter()
@@ -92,6 +93,11 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
                                                    min_stream_bytes=plan.min_stream_bytes,
                                                    max_stream_bytes=plan.max_stream_bytes)
         method["sm_clock_seen_mhz"] += [c for c in (clock_before, clock_after) if c]
+    busy.append(device.other_processes())
+    method["compile_seconds"] = round(getattr(device, "compile_seconds", 0.0), 3)
+    if any(busy):
+        warnings.append(f"{max(b or 0 for b in busy)} other process(es) used the GPU during the run; their "
+                        f"work interleaves with the measurements (re-run on an idle GPU for reference figures)")
     seen = [r.sm_clock_mhz for r in log.records if r.sm_clock_mhz == r.sm_clock_mhz]
     if seen:
         method["sm_clock_seen_mhz"] = [min(seen), max(seen)]
@@ -99,10 +105,18 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     if rejected:
         warnings.append(f"{len(rejected)} measurement(s) exceeded the physical ceiling and were rejected "
                         f"as broken (kept in measurements.csv, flagged above_ceiling)")
-    poor = [r for r in log.records if "poor_r2" in r.flag_set]
+    poor = [r for r in log.records if r.flag_set & {"poor_r2", "noisy"}]
     if poor:
-        warnings.append(f"{len(poor)} measurement(s) kept a poor regression fit after re-measuring "
-                        f"(r2 < {meter.policy.min_r2}); the levels they touch have lower confidence")
+        what = ("kept a poor regression fit" if opts.timing == "events" else "kept a wide spread of repeats")
+        warnings.append(f"{len(poor)} measurement(s) {what} after re-measuring; the levels they touch "
+                        f"have lower confidence")
+        if len(poor) > 0.1 * len(log.records):
+            warnings.append(f"{len(poor) / len(log.records):.0%} of the measurements were noisy: the GPU looks "
+                            f"busy or unstable; treat capacities and bandwidths as approximate")
+    skipped = [r for r in log.records if "not_one_wave" in r.flag_set]
+    if skipped:
+        warnings.append(f"{len(skipped)} in-kernel timed measurement(s) had programs that never met at the grid "
+                        f"barrier (not one wave); they were rejected")
     sm_max = device.facts.sm_clock_max_mhz
     if seen and sm_max and min(seen) < 0.85 * sm_max:
         warnings.append(f"the SM clock dropped to {min(seen):.0f} MHz during the run (max {sm_max:.0f} MHz): "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import socket
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 from scipy.special import lambertw
 
 from measure.device import DeviceFacts
-from measure.errors import InputError
+from measure.errors import DeviceError, InputError
 from measure.kernel_meta import ELEM_BYTES
 from measure.launch import ClockTiming, LaunchConfig
 from measure.occupancy import KernelResources, check_single_wave
@@ -73,6 +74,7 @@ class SimProfile:
     outlier_rate: float = 0.0
     seed: int = 1
     noise_bursts: list[dict] = field(default_factory=list)
+    faults: dict = field(default_factory=dict)   # fail_after_calls, interrupt_after_calls, other_processes
 
     def true_capacity(self, name: str) -> int | None:
         for lv in self.levels:
@@ -139,13 +141,16 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
              "memory_kind", "threads_per_cu", "registers_per_cu", "shared_bytes_per_cu", "warp_size"}
     facts = DeviceFacts.from_dict({k: v for k, v in data.items() if k in known}, source=f"profile {source}")
     facts.name = f"simulated {data.get('name', 'gpu')}"
+    facts.host = socket.gethostname()
     facts.simulated = True
     facts.torch = facts.triton = ""
     if facts.total_memory_bytes is None:
         facts.total_memory_bytes = 16 * 2**30
     return SimProfile(facts=facts, levels=levels, noise=float(noise),
                       outlier_rate=float(data.get("outlier_rate", 0.0)), seed=seed,
-                      noise_bursts=list(data.get("noise_bursts", [])))
+                      noise_bursts=list(data.get("noise_bursts", [])),
+                      faults={k: int(data[k]) for k in ("fail_after_calls", "interrupt_after_calls",
+                                                        "other_processes") if isinstance(data.get(k), int)})
 
 
 def load_profile(name_or_path: str) -> SimProfile:
@@ -213,7 +218,19 @@ class SimulatedGPU:
             missing *= 1.0 - h
         return dip / inv_bw
 
+    def other_processes(self) -> int | None:
+        return self.profile.faults.get("other_processes", 0)
+
+    def _inject_faults(self) -> None:
+        """Faults a profile asks for, to test what a live run does with them."""
+        faults = self.profile.faults
+        if self.calls >= faults.get("fail_after_calls", 1 << 62):
+            raise DeviceError("a kernel launch failed: simulated fault (fail_after_calls)")
+        if self.calls >= faults.get("interrupt_after_calls", 1 << 62):
+            raise KeyboardInterrupt
+
     def _noise_now(self) -> float:
+        self._inject_faults()
         noise = self.profile.noise
         for burst in self.profile.noise_bursts:
             start = int(burst.get("after_calls", 0))
@@ -234,7 +251,12 @@ class SimulatedGPU:
         iters = np.asarray(load_iters, dtype=float)[:, None]
         jitter = self._rng.normal(0.0, 0.0004, size=(len(load_iters), repeats))
         per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
-        return self.INTERCEPT_MS + iters * pass_ms * per_launch + np.abs(jitter)
+        ms = self.INTERCEPT_MS + iters * pass_ms * per_launch + np.abs(jitter)
+        if noise > self.profile.noise:
+            # a busy GPU time-slices: some launches wait behind another process's kernels
+            waits = self._rng.random(ms.shape) < 0.5
+            ms = ms + waits * self._rng.uniform(0.0, 0.6, ms.shape) * ms.max()
+        return ms
 
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
                        load_iters: int, repeats: int) -> ClockTiming:

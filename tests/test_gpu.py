@@ -91,3 +91,46 @@ def test_rows_follow_sm_ids():
     dist = np.abs(got[:, None, :] - sums[None, :, :]).max(axis=2)
     assert np.all(dist.min(axis=1) < 1e-3)      # every program matched one row exactly
     assert len(set(dist.argmin(axis=1))) > sms // 2   # and the rows differ across SMs
+
+
+def test_interleaved_shared_rows_sum_on_gpu():
+    import torch
+    from measure.kernel import stream_load_kernel
+    from measure.kernel_meta import flavour_code
+    from measure.launch import LaunchConfig
+    vendor = "amd" if torch.version.hip else "nvidia"
+    programs, rows, block, elems = 8, 4, 1024, 256 * 9
+    cfg = LaunchConfig("shared", programs, block, 4, 1, "l2only", interleave=True, row_share=programs // rows)
+    x = torch.rand(cfg.buffer_elems(1, elems), device="cuda")
+    y = torch.full((programs * block,), float("nan"), device="cuda")
+    stream_load_kernel[(programs,)](x, y, elems, 3, rows, BLOCK_SIZE=block, LOAD=flavour_code("l2only", vendor),
+                                    INTERLEAVE=True)
+    chunks = -(-elems // block)
+    slots = x.cpu().numpy().reshape(chunks, rows, block).astype(np.float64)
+    slots[chunks - 1, :, elems - (chunks - 1) * block:] = 0.0
+    expect = 3 * slots.sum(axis=0)[np.arange(programs) % rows]
+    np.testing.assert_allclose(y.cpu().numpy().reshape(programs, block), expect, rtol=1e-5)
+
+
+def test_in_kernel_clock_agrees_with_events_inside_l2(gpu):
+    """Warm-up, grid barrier, clock reads: every program met at the barrier, started together,
+    and the bandwidth agrees with the event regression at the same point."""
+    from measure.launch import LaunchConfig
+    from measure.point import PointMeter, PointPolicy
+    cfg = LaunchConfig("shared", gpu.facts.compute_units * 4, 1024, 8, 1, "l2only")
+    stream = (16 << 20) // cfg.programs // 1024 * 1024
+    events = PointMeter(gpu).measure(cfg, stream, phase="coarse")
+    ct = gpu.time_in_kernel(cfg, stream // 4, 2, 50, 5)
+    assert ct.barrier_gave_up == 0
+    longest = float(np.median(ct.longest_ns))
+    assert float(np.max(ct.start_spread_ns)) < 0.05 * longest      # the barrier released them together
+    device_gbs = cfg.programs * stream * 50 / longest
+    assert abs(device_gbs / events.bandwidth_gbs - 1) < 0.10, (device_gbs, events.bandwidth_gbs)
+
+
+def test_in_kernel_timing_refuses_a_second_wave(gpu):
+    from measure.launch import LaunchConfig
+    from measure.occupancy import NotOneWaveError
+    cfg = LaunchConfig("shared", gpu.facts.compute_units * 16, 1024, 8, 1, "l2only")
+    with pytest.raises(NotOneWaveError, match="one wave"):
+        gpu.time_in_kernel(cfg, 256 * 4, 1, 2, 1)

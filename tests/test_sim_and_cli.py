@@ -1,4 +1,6 @@
 """The adaptive sweep against a simulated GPU with a known truth, and the command line end to end."""
+import os
+import re
 import json
 import subprocess
 import sys
@@ -14,6 +16,8 @@ from measure.point import PointMeter
 from measure.records import MeasurementLog
 from measure.simulated import SimulatedGPU, parse_profile
 from measure.sweep import AdaptiveSweep, SweepPlan
+
+ROOT = Path(__file__).resolve().parents[1]
 
 KIB = 1024
 
@@ -206,3 +210,130 @@ def test_never_overwrites(sim_runs):
 def test_no_gpu_says_what_to_do():
     code, _, err = run_cli("--gpu", "0", "--quiet", "--out", "/tmp/never-made-detect-caches")
     assert code == 2 and ("--simulate" in err or "does not exist" in err)
+
+
+# -- many GPUs: a node of simulated GPUs, torchrun with gloo, the fleet subcommand ------------
+
+def _small_l2_profile(tmp_path: Path) -> Path:
+    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data["levels"][1]["capacity_bytes"] = 40 * 2**20     # one GPU with a third of its L2 gone
+    path = tmp_path / "h200-small-l2.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def test_node_of_simulated_gpus_flags_exactly_the_small_cache(tmp_path):
+    small = _small_l2_profile(tmp_path)
+    out = tmp_path / "node"
+    proc = subprocess.run([sys.executable, "-m", "detect_caches", "--simulate", f"h200,h200,{small}",
+                           "--out", str(out), "--no-peaks"], env=_env(), capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert [g["label"].split(":")[1] for g in fleet["gpus"]] == ["0", "1", "2"]
+    assert list(fleet["outliers"]) == [fleet["gpus"][2]["label"]]
+    assert "L2" in fleet["outliers"][fleet["gpus"][2]["label"]][0]
+    for i in range(3):
+        assert (out / f"gpu{i}" / "result.json").exists() and (out / f"gpu{i}" / "report.md").exists()
+    # the same report from the result files, collected any other way
+    files = [str(out / f"gpu{i}" / "result.json") for i in range(3)]
+    again = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", *files], env=_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "1 outlier" in again.stdout
+    ok = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", *files[:2]], env=_env(),
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "no outliers" in ok.stdout
+    dup = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", files[0], files[0]], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert dup.returncode == 2 and dup.stderr.count("\n") == 1 and "same host" in dup.stderr
+
+
+def test_torchrun_gloo_fleet_flags_exactly_the_small_cache(tmp_path):
+    small = _small_l2_profile(tmp_path)
+    out = tmp_path / "fleet"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3",
+                           "--master-port", str(29500 + os.getpid() % 1000), "-m", "detect_caches",
+                           "--simulate", f"h200,h200,{small}", "--out", str(out), "--no-peaks", "--quiet"],
+                          env=_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]      # drift from the fleet: exit 1
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert len(fleet["gpus"]) == 3 and not fleet["failed"]
+    flagged = list(fleet["outliers"])
+    assert flagged == [g["label"] for g in fleet["gpus"] if g["device"]["index"] == 2]
+
+
+@pytest.mark.parametrize("gpu", ["0,0", "-1,2", "x", ""])
+def test_bad_gpu_lists_are_refused(gpu, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "detect_caches", "--gpu", gpu, "--out", str(tmp_path / "o")],
+                          env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+# -- faults during a live run (simulated): nothing measured is lost ----------------------------
+
+def _profile_with(tmp_path: Path, **extra) -> Path:
+    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data.update(extra)
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("fault,words", [("fail_after_calls", "launch failed"), ("interrupt_after_calls", "interrupted")])
+def test_fault_mid_sweep_keeps_the_measurements(tmp_path, capsys, fault, words):
+    out = tmp_path / "run"
+    code = main(["--simulate", str(_profile_with(tmp_path, **{fault: 70})), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and words in err and "kept in" in err
+    rows = (out / "measurements.csv").read_text().splitlines()
+    said = int(re.search(r"the (\d+) measurements taken are kept", err).group(1))
+    assert 50 < said < 70 and len(rows) == 1 + said   # every point measured before the fault (70 launches)
+    assert not (out / "result.json").exists()
+    # the partial folder is usable: analyze reports on what exists
+    assert main(["analyze", str(out / "measurements.csv"), "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "report.md").exists()
+
+
+def test_small_free_memory_caps_the_sweep_and_says_so(tmp_path):
+    out = tmp_path / "run"
+    assert main(["--simulate", str(_profile_with(tmp_path, total_memory_bytes=1 << 30)), "--out", str(out),
+                 "--quiet", "--no-peaks"]) in (0, 1)
+    result = json.loads((out / "result.json").read_text())
+    assert any("free device memory" in w for w in result["warnings"])
+    sizes = [int(r.split(",")[1]) for r in (out / "measurements.csv").read_text().splitlines()[1:]
+             if r.startswith("shared")]
+    assert sizes and max(sizes) <= 0.6 * (1 << 30)   # within what fits
+
+
+def test_busy_gpu_is_detected_and_lowers_confidence(tmp_path):
+    clean, busy = tmp_path / "clean", tmp_path / "busy"
+    assert main(["--simulate", "h200", "--out", str(clean), "--quiet", "--no-peaks"]) == 0
+    noisy = _profile_with(tmp_path, noise_bursts=[{"after_calls": 30, "calls": 60, "noise": 0.06}],
+                          other_processes=2)
+    assert main(["--simulate", str(noisy), "--out", str(busy), "--quiet", "--no-peaks"]) == 0
+    c, b = (json.loads((p / "result.json").read_text()) for p in (clean, busy))
+    warnings = " ".join(b["warnings"])
+    assert "2 other process(es)" in warnings and "poor regression fit" in warnings
+    assert not any("other process" in w for w in c["warnings"])
+    conf = lambda r, name: next(lv["confidence"] for lv in r["levels"] if lv["name"] == name)  # noqa: E731
+    assert conf(b, "L1") < conf(c, "L1")        # the burst hit the private sweep's L1 transition
+    assert [lv["name"] for lv in b["levels"]] == [lv["name"] for lv in c["levels"]]
+
+
+def test_device_timing_on_the_simulator_and_single_wave_refusal(tmp_path, capsys):
+    out = tmp_path / "dev"
+    assert main(["--simulate", "h200", "--timing", "device", "--out", str(out), "--quiet", "--no-peaks"]) == 0
+    rows = (out / "measurements.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert all(r.split(",")[header.index("timing")] == "device" for r in rows[1:])
+    result = json.loads((out / "result.json").read_text())
+    assert result["method"]["timing"] == "device" and [lv["name"] for lv in result["levels"]] == ["L1", "L2", "HBM"]
+    # 16 programs of 8 warps per SM cannot all be resident: refused with one line
+    code = main(["--simulate", "h200", "--timing", "device", "--grid-multiplier", "16", "--sweeps", "shared",
+                 "--out", str(tmp_path / "refused"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "one wave" in err
