@@ -227,7 +227,7 @@ def cmd_main(argv: list[str]) -> int:
     if args.gpu is None and args.simulate is None:
         raise InputError("say what to measure: --gpu INDEX (or all, or 0,2,5), or --simulate PROFILE")
     targets = fleet.node_targets(args)
-    if len(targets) > 1:
+    if len(targets) > 1 or (args.gpu is not None and not args.gpu.strip().isdigit()):   # all, lists
         return fleet.run_node(args, targets, _finish_fleet)
     gpu_index, profile = targets[0]
     if gpu_index is not None and gpu_index < 0:

@@ -17,6 +17,7 @@ cat $EX/bench-device.log
 python3 -m detect_caches compare $EX/bench/run1/result.json $EX/bench/run2/result.json > $EX/compare.md 2>&1; echo "compare rc=$?" >> $EX/compare.md
 tail -3 $EX/compare.md
 timeout 120 python3 benchmarks/compare_timing.py --gpu 0 --points $EX/bench/run1/measurements.csv --out $EX/timing > $EX/timing.log 2>&1
+timeout 60 python3 benchmarks/clock_spread.py --gpu 0 > $EX/clock-spread.log 2>&1; cat $EX/clock-spread.log
 tail -12 $EX/timing.log
 python3 benchmarks/noisy_neighbour.py --gpu 0 --seconds 40 > $EX/neighbour.log 2>&1 &
 sleep 8

@@ -8,6 +8,8 @@ import numpy as np
 from detector.analyze_sweep import analyze_sweep, fmt_bytes
 from detector.capacity import CapacityEstimate
 from detector.peaks import attach_peaks
+
+LOW_SHARE = 0.8   # a plateau below this share of its physical ceiling gets a warning
 from detector.curve import build_curve
 from detector.labels import PARTITION_NOTE, choose_boundaries, expected_device_bytes, hierarchy
 from detector.levels import Detection, Level, SweepAnalysis
@@ -234,6 +236,10 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
             if lv.bandwidth_gbs > 1.03 * lv.ceiling_gbs:
                 warnings.append(f"the {lv.name} plateau ({lv.bandwidth_gbs:,.0f} GB/s) is above its physical "
                                 f"ceiling ({lv.ceiling_gbs:,.0f} GB/s): the device facts or the measurement are wrong")
+            elif lv.bandwidth_gbs < LOW_SHARE * lv.ceiling_gbs and not facts.simulated:
+                warnings.append(f"the {lv.name} plateau reaches only {lv.bandwidth_gbs / lv.ceiling_gbs:.0%} of its "
+                                f"physical ceiling ({lv.ceiling_gbs:,.0f} GB/s): another workload, throttling or a "
+                                f"fault; a healthy card reaches 90% or more with this kernel")
     if facts.simulated:
         warnings.append("simulated device: these figures come from a model, not from hardware")
     return Detection(levels, sweeps, warnings)

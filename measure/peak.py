@@ -44,8 +44,11 @@ def candidates(target: PeakTarget, facts: DeviceFacts, base: LaunchConfig) -> li
     else:
         shapes = [(4, 1024, 8, False, 1), (4, 1024, 8, False, 4), (8, 1024, 8, True, 8),
                   (4, 1024, 16, False, 4), (8, 1024, 8, False, 4), (16, 1024, 4, False, 16)]
-    return [LaunchConfig("shared", cus * n, b, w, 1, base.load_flavour, False, inter, share)
-            for n, b, w, inter, share in shapes]
+    configs = [LaunchConfig("shared", cus * n, b, w, 1, base.load_flavour, False, inter, share)
+               for n, b, w, inter, share in shapes]
+    if target.memory:   # past every cache, loads that may allocate in L1 cannot hit there either
+        configs.append(LaunchConfig("shared", cus * 4, 1024, 16, 1, "cached"))
+    return configs
 
 
 def probe_size(target: PeakTarget) -> float:
@@ -68,20 +71,34 @@ def probe_peaks(meter: PointMeter, targets: list[PeakTarget], bases: dict[str, L
     """Measure the candidates of every target (phase "peak"), within ``budget``; returns the count."""
     facts = meter.device.facts
     used = 0
+
+    def measure(cfg: LaunchConfig, stream: int) -> Measurement | None:
+        nonlocal used
+        try:
+            m = meter.measure(cfg, stream, phase="peak")
+        except NotOneWaveError:
+            return None   # not a candidate for in-kernel timing
+        used += 1
+        log.append(m)
+        if on_point:
+            on_point(m)
+        return m
+
     for target in targets:
         base = bases.get(target.sweep)
         if base is None:
             continue
+        tried = []
         for cfg in candidates(target, facts, base):
             if used >= budget:
                 return used
-            try:
-                m = meter.measure(cfg, stream_bytes_for(target, cfg, facts), phase="peak")
-            except NotOneWaveError:
-                continue   # not a candidate for in-kernel timing
-
-            used += 1
-            log.append(m)
-            if on_point:
-                on_point(m)
+            stream = stream_bytes_for(target, cfg, facts)
+            m = measure(cfg, stream)
+            if m is not None and m.bandwidth_gbs > 0:
+                tried.append((m.bandwidth_gbs, cfg, stream))
+        if tried and used < budget:
+            # the winner of several noisy measurements is biased upwards: measure it again, and
+            # detector.peaks takes the lower of its two figures
+            _, cfg, stream = max(tried, key=lambda t: t[0])
+            measure(cfg, stream)
     return used

@@ -1,0 +1,57 @@
+"""Capacity models and peak attachment on synthetic curves with known answers."""
+import math
+
+import numpy as np
+
+from detector.capacity import estimate_capacity
+from detector.levels import Level
+from detector.peaks import attach_peaks
+from measure.records import Measurement
+
+KIB = 1024
+
+
+def _curve(sizes_kib, bw_of):
+    sizes = np.array(sizes_kib, dtype=float) * KIB
+    return sizes, np.log10([bw_of(s / KIB) for s in sizes])
+
+
+def test_cliff_then_tail_gives_the_cliff():
+    """H200 L1 shape: full speed to 221 KiB, a drop within 1 KiB, then a slow tail of partial hits."""
+    def bw(k):
+        if k <= 221:
+            return 32000.0
+        return 24000.0 - 60.0 * (k - 222)      # tail: slowly falling partial hits
+    sizes, y = _curve([150, 181, 215, 220, 221, 222, 222, 223, 224, 235, 256, 300], bw)
+    est = estimate_capacity(sizes, y, math.log10(32000), math.log10(8500), 0.003)
+    assert est.cliff and est.low_bytes == 221 * KIB and est.high_bytes == 222 * KIB
+    assert 221 * KIB <= est.capacity_bytes <= 222 * KIB
+
+
+def test_one_slow_point_is_not_a_cliff():
+    """A single slow probe (set aliasing) followed by a distant gradual fall keeps the logistic fit."""
+    def bw(k):
+        if k == 181:
+            return 19000.0
+        h = 1 / (1 + math.exp((math.log(k) - math.log(228)) / 0.05))
+        return 1 / (h / 31500 + (1 - h) / 8500)
+    sizes, y = _curve([150, 166, 173, 177, 179, 180, 181, 215, 220, 225, 235, 245, 256, 300], bw)
+    est = estimate_capacity(sizes, y, math.log10(31500), math.log10(8500), 0.003)
+    assert not est.cliff
+    assert est.low_bytes <= 228 * KIB <= est.high_bytes
+
+
+def _probe(bw, programs=528, rows=528, warps=8, stream=4096):
+    return Measurement("shared", rows * stream, bw, stream_bytes=stream, programs=programs, rows=rows,
+                       block_size=1024, num_warps=warps, load_flavour="l2only", phase="peak")
+
+
+def test_peaks_take_the_lower_of_a_repeated_winner_and_never_undercut_the_plateau():
+    lv = Level("L2", "device", 8600.0, sweep="shared", plateau_lo_bytes=1e5, plateau_hi_bytes=1e9)
+    winner = [_probe(10900, rows=132), _probe(10500, rows=132)]      # measured twice: 10500 counts
+    attach_peaks([lv], [_probe(9000), *winner, _probe(9900, warps=16),
+                        _probe(99999, stream=8 << 20)])              # outside the plateau: ignored
+    assert lv.peak_bandwidth_gbs == 10500 and "4 programs per row" in lv.peak_launch
+    slow = Level("HBM", "device", 4600.0, sweep="shared", plateau_lo_bytes=1e6, plateau_hi_bytes=1e9)
+    attach_peaks([slow], [_probe(4500), _probe(4550, warps=16)])
+    assert slow.peak_bandwidth_gbs == 4600.0 and "own launch" in slow.peak_launch
