@@ -237,14 +237,14 @@ def cmd_main(argv: list[str]) -> int:
     return _finish(characterize_one(args, device, out), args, out)
 
 
-def _finish_fleet(results: list[dict], args, out: Path, failed: list[str]) -> int:
+def _finish_fleet(results: list[dict], args, out: Path, failed: list[str], *, same_time: bool = False) -> int:
     """Fleet report over ``results`` into ``out`` (fleet.md, fleet.json); exit 1 on outliers."""
     from reports.atomic import write_text_atomic
-    from reports.fleet import build_fleet_report
+    from reports.fleet import SAME_TIME_CONTEXT, build_fleet_report
     if not results:
         raise DeviceError("no GPU produced a result: " + "; ".join(failed))
     report = build_fleet_report(results, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
-                                failed=failed)
+                                failed=failed, context=SAME_TIME_CONTEXT if same_time else "")
     if getattr(args, "baseline", None):
         from reports.compare import compare_results
         from reports.fleet import gpu_label

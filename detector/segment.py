@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import ruptures as rpt
 
+from detector.cost import CumsumL2
 from detector.curve import robust_sigma
 
 MIN_SIZE = 2
@@ -35,7 +36,7 @@ class Segmentation:
 
 
 def _pelt(signal: np.ndarray, pen: float) -> list[int]:
-    algo = rpt.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(signal.reshape(-1, 1))
+    algo = rpt.Pelt(custom_cost=CumsumL2(), min_size=MIN_SIZE, jump=1).fit(signal.reshape(-1, 1))
     return algo.predict(pen=pen)[:-1]
 
 
@@ -90,7 +91,7 @@ def segment_once(y: np.ndarray, *, sigma: float) -> Segmentation:
     checked = True
     if bkps:
         try:
-            exact = rpt.Dynp(model="l2", min_size=MIN_SIZE, jump=1).fit(y.reshape(-1, 1))
+            exact = rpt.Dynp(custom_cost=CumsumL2(), min_size=MIN_SIZE, jump=1).fit(y.reshape(-1, 1))
             alt = exact.predict(n_bkps=len(bkps))[:-1]
             checked = all(abs(a - b) <= 1 for a, b in zip(sorted(alt), sorted(bkps)))
         except Exception:  # Dynp refuses some short signals; Pelt's answer stands

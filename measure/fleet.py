@@ -81,7 +81,7 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
         for *_, proc in procs:
             proc.terminate()
         raise InputError(f"interrupted; each GPU's measurements so far are in {root}/gpu*/measurements.csv") from None
-    return finish(results, args, root, failed)
+    return finish(results, args, root, failed, same_time=True)
 
 
 def _read(path: Path) -> dict | None:
@@ -140,7 +140,7 @@ def run_rank(args, rank_info: tuple[int, int, int], characterize_one, open_devic
         items = [json.loads(g) for g in gathered]
         try:
             codes[0] = finish([i["result"] for i in items if i["result"]], args, root,
-                              [i["error"] for i in items if i["error"]])
+                              [i["error"] for i in items if i["error"]], same_time=True)
         except DetectCachesError as exc:
             print(f"detect-caches: error: {exc}", file=sys.stderr)
             codes[0] = 2

@@ -238,8 +238,8 @@ class SimulatedGPU:
                 noise = max(noise, float(burst.get("noise", 0.2)))
         return noise
 
-    def time_launches(self, config: LaunchConfig, stream_elems: int,
-                      load_iters: Sequence[int], repeats: int) -> np.ndarray:
+    def _pass_ns(self, config: LaunchConfig, stream_elems: int) -> tuple[float, float]:
+        """One pass over every row (ns), with this call's point error, and the noise level now."""
         stream_bytes = stream_elems * ELEM_BYTES
         bw = self.bandwidth_gbs(config, stream_bytes)
         noise = self._noise_now()
@@ -247,7 +247,12 @@ class SimulatedGPU:
         point_factor = math.exp(self._rng.normal(0.0, noise))
         if self._rng.random() < self.profile.outlier_rate:
             point_factor *= 1.6
-        pass_ms = config.programs * stream_bytes / (bw * 1e9) * 1e3 * point_factor
+        return config.programs * stream_bytes / bw * point_factor, noise
+
+    def time_launches(self, config: LaunchConfig, stream_elems: int,
+                      load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        pass_ns, noise = self._pass_ns(config, stream_elems)
+        pass_ms = pass_ns / 1e6
         iters = np.asarray(load_iters, dtype=float)[:, None]
         jitter = self._rng.normal(0.0, 0.0004, size=(len(load_iters), repeats))
         per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
@@ -261,14 +266,8 @@ class SimulatedGPU:
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
                        load_iters: int, repeats: int) -> ClockTiming:
         per_cu = check_single_wave(self.facts, config.programs, self.KERNEL_RESOURCES(config.num_warps))
-        stream_bytes = stream_elems * ELEM_BYTES
-        bw = self.bandwidth_gbs(config, stream_bytes)
-        noise = self._noise_now()
-        self.calls += 1
-        point_factor = math.exp(self._rng.normal(0.0, noise))
-        if self._rng.random() < self.profile.outlier_rate:
-            point_factor *= 1.6
-        phase_ns = load_iters * config.programs * stream_bytes / bw * point_factor
+        pass_ns, noise = self._pass_ns(config, stream_elems)
+        phase_ns = load_iters * pass_ns
         per_launch = 1.0 + np.abs(self._rng.normal(0.0, noise / 4, size=repeats))
         # the clock ticks every 32 ns; programs of one wave start within about a microsecond
         longest = np.round(phase_ns * per_launch / 32.0) * 32.0

@@ -38,7 +38,7 @@ def fleet_median(results: list[dict]) -> dict:
             values = [x[name] for x in found if x.get(name) is not None]
             lv[name] = statistics.median(values) if values and 2 * len(values) >= len(found) else None
         levels.append(lv)
-    return {"device": dict(results[0]["device"], host="fleet median", index="-"), "levels": levels}
+    return {"device": dict(results[0]["device"], host="fleet median", index="-", uuid=""), "levels": levels}
 
 
 @dataclass
@@ -47,6 +47,7 @@ class FleetReport:
     median: dict
     outliers: dict[str, list[str]] = field(default_factory=dict)   # gpu label -> what stands out
     failed: list[str] = field(default_factory=list)               # GPUs without a result
+    context: str = ""                                              # how the GPUs were measured
 
     @property
     def drift(self) -> bool:
@@ -72,6 +73,8 @@ class FleetReport:
         names = sorted({r["device"].get("name", "?") for r in self.results})
         lines = [f"# Fleet report: {len(self.results)} GPU(s) ({', '.join(names)})", "",
                  markdown_table(header, rows), ""]
+        if self.context:
+            lines += [self.context, ""]
         if self.failed:
             lines += ["GPUs without a result: " + "; ".join(self.failed), ""]
         verdict = (f"**{len(self.outliers)} outlier(s)**: " + ", ".join(sorted(self.outliers))
@@ -82,13 +85,14 @@ class FleetReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"schema_version": 1, "gpus": [{"label": gpu_label(r), "device": r["device"],
+        return {"schema_version": 1, "context": self.context, "gpus": [{"label": gpu_label(r), "device": r["device"],
                                                "levels": r["levels"]} for r in self.results],
                 "median": self.median["levels"], "outliers": self.outliers, "failed": self.failed}
 
 
 def build_fleet_report(results: list[dict], *, capacity_tol: float = DEFAULT_CAPACITY_TOL,
-                       bandwidth_tol: float = DEFAULT_BANDWIDTH_TOL, failed: list[str] = ()) -> FleetReport:
+                       bandwidth_tol: float = DEFAULT_BANDWIDTH_TOL, failed: list[str] = (),
+                       context: str = "") -> FleetReport:
     if not results:
         raise InputError("no results to build a fleet report from")
     names = {r["device"].get("name") for r in results}
@@ -99,10 +103,17 @@ def build_fleet_report(results: list[dict], *, capacity_tol: float = DEFAULT_CAP
     if len(set(labels)) < len(labels):
         raise InputError("two results name the same host and GPU index; pass each GPU's result once")
     median = fleet_median(results)
-    report = FleetReport(results, median, failed=list(failed))
+    report = FleetReport(results, median, failed=list(failed), context=context)
     for res in results:
         cmp = compare_results(median, res, capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol)
         bad = [f"{row[0]} {row[1]} {row[3]} vs {row[2]} ({row[4]})" for row in cmp.rows if row[5].startswith("DRIFT")]
         if bad:
             report.outliers[gpu_label(res)] = bad
     return report
+
+
+SAME_TIME_CONTEXT = ("Measured at the same time, one process per GPU. The GPUs share the host's CPUs "
+                     "and PCIe links, not their caches or memory, and the kernel moves no data between "
+                     "GPUs or to the host while it is timed; what they share can only delay launches, "
+                     "which the load-iteration regression (and the in-kernel clock's timed phase) leaves "
+                     "out of the bandwidth.")
