@@ -37,14 +37,14 @@ def l2_cases(cus: int) -> list[tuple[str, LaunchConfig, int]]:
 
 def hbm_cases(cus: int) -> list[tuple[str, LaunchConfig, int]]:
     cases = []
-    for inter in (False, True):
-        for per_sm in (4, 8):
-            for warps in (8, 16):
-                for block in (1024, 2048):
-                    if per_sm * warps > 64:
+    for total, label in ((960 << 20, "HBM@960MiB"), (2 << 30, "HBM@2GiB")):
+        for per_sm in (2, 4, 8):
+            for warps in (8, 16, 32):
+                for block in (1024, 2048, 4096, 8192):
+                    if per_sm * warps > 64 or block < warps * 32 * 4:
                         continue
-                    cfg = LaunchConfig("shared", cus * per_sm, block, warps, 1, "l2only", False, inter)
-                    cases.append(("HBM@2GiB", cfg, (2 << 30) // cfg.programs // 1024 * 1024))
+                    cfg = LaunchConfig("shared", cus * per_sm, block, warps, 1, "l2only")
+                    cases.append((label, cfg, total // cfg.programs // 1024 * 1024))
     return cases
 
 
@@ -83,12 +83,16 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--out", default="explore.json")
+    ap.add_argument("--levels", default="L1,L2,HBM", help="which levels' candidates to measure")
+    ap.add_argument("--no-device-timing", action="store_true")
     args = ap.parse_args()
+    wanted = set(args.levels.split(","))
     gpu = TritonGPU(args.gpu)
     meter = PointMeter(gpu)
     cus = gpu.facts.compute_units
     l1 = LaunchConfig("private", cus * 4, 2048, 4, 1, "cached", True)
     cases = [("L1@16KiB", l1, 16 * 1024), ("L1@128KiB", l1, 128 * 1024)] + l2_cases(cus) + hbm_cases(cus)
+    cases = [c for c in cases if c[0].split("@")[0] in wanted]
     rows = []
     t0 = time.perf_counter()
     for level, cfg, stream in cases:
@@ -96,7 +100,8 @@ def main() -> int:
         row = {"level": level, **cfg.to_dict(), "stream_bytes": stream, "working_set_bytes": m.working_set_bytes,
                "bandwidth_gbs": m.bandwidth_gbs, "r2": m.r2, "flags": m.flags}
         try:
-            row.update(device_timing(gpu, cfg, stream, m.bandwidth_gbs))
+            if not args.no_device_timing:
+                row.update(device_timing(gpu, cfg, stream, m.bandwidth_gbs))
         except Exception as exc:   # exploration: record and go on
             row["device_error"] = str(exc).splitlines()[0]
         rows.append(row)
@@ -105,7 +110,7 @@ def main() -> int:
               f"events={m.bandwidth_gbs:8,.0f} device={row.get('device_gbs', float('nan')):8,.0f} GB/s "
               f"r2={m.r2:.5f} spread={min(row.get('start_spread_ns', [math.nan])):8.0f}ns {m.flags}"
               f"{row.get('device_error', '')}", flush=True)
-    res = clock_resolution_ns(gpu)
+    res = {} if args.no_device_timing else clock_resolution_ns(gpu)
     print(f"clock resolution: {res}; {time.perf_counter() - t0:.1f} s")
     Path(args.out).write_text(json.dumps({"device": gpu.facts.to_dict(), "rows": rows,
                                           "clock_resolution": res}, indent=2))

@@ -4,7 +4,10 @@ from __future__ import annotations
 ELEM_BYTES = 4                 # float32
 GRANULE_BYTES = 1024           # a sweep's resolution in stream bytes per program
 GRANULE_ELEMS = GRANULE_BYTES // ELEM_BYTES
-BLOCK_SIZES = (64, 128, 256, 512, 1024, 2048)
+BLOCK_SIZES = (64, 128, 256, 512, 1024, 2048)   # what users may choose (the seed's range)
+# The peak probes also use 4096 and 8192: every thread then issues 2-4 16-byte loads per chunk,
+# the bytes in flight that HBM needs (Little's law) at full occupancy.
+LAUNCH_BLOCK_SIZES = BLOCK_SIZES + (4096, 8192)
 FLAVOURS = ("volatile", "cached", "l2only")
 
 # Kernel constexpr codes: which tl.load variant each flavour compiles to, per vendor.
@@ -22,10 +25,11 @@ def flavour_code(flavour: str, vendor: str) -> int:
     return FLAVOUR_CODES[vendor][flavour]
 
 
-def check_block_size(block_size: int) -> None:
-    """Raise ValueError unless ``block_size`` is a power of two in 64..2048."""
-    if block_size not in BLOCK_SIZES:
-        raise ValueError(f"block size must be a power of two from 64 to 2048, got {block_size}")
+def check_block_size(block_size: int, *, internal: bool = False) -> None:
+    """Raise ValueError unless ``block_size`` is a power of two in 64..2048 (..8192 internally)."""
+    allowed = LAUNCH_BLOCK_SIZES if internal else BLOCK_SIZES
+    if block_size not in allowed:
+        raise ValueError(f"block size must be a power of two from 64 to {allowed[-1]}, got {block_size}")
 
 
 def stream_elems_for(stream_bytes: int) -> int:

@@ -25,7 +25,7 @@ class LaunchConfig:
     row_share: int = 1        # programs per row in the shared sweep (row = program % rows)
 
     def __post_init__(self) -> None:
-        check_block_size(self.block_size)
+        check_block_size(self.block_size, internal=True)
         if self.programs <= 0:
             raise ValueError(f"the grid needs at least one program, got {self.programs}")
         if self.num_warps not in (1, 2, 4, 8, 16, 32):

@@ -39,15 +39,17 @@ def candidates(target: PeakTarget, facts: DeviceFacts, base: LaunchConfig) -> li
         return [LaunchConfig("private", cus * (n if by_sm else 1), b, w, 1, base.load_flavour, by_sm)
                 for n, b, w in shapes if by_sm or n == shapes[0][0]]
     if target.memory:
+        # HBM wants bytes in flight: up to 64 warps per SM, and 2-4 loads per thread per chunk
         shapes = [(4, 1024, 8, False, 1), (4, 1024, 16, False, 1), (4, 2048, 16, False, 1),
-                  (8, 1024, 8, False, 1), (4, 2048, 8, True, 1), (8, 1024, 8, True, 1)]
+                  (4, 4096, 16, False, 1), (4, 8192, 16, False, 1), (8, 4096, 8, False, 1),
+                  (4, 4096, 16, True, 1)]
     else:
         shapes = [(4, 1024, 8, False, 1), (4, 1024, 8, False, 4), (8, 1024, 8, True, 8),
                   (4, 1024, 16, False, 4), (8, 1024, 8, False, 4), (16, 1024, 4, False, 16)]
     configs = [LaunchConfig("shared", cus * n, b, w, 1, base.load_flavour, False, inter, share)
                for n, b, w, inter, share in shapes]
     if target.memory:   # past every cache, loads that may allocate in L1 cannot hit there either
-        configs.append(LaunchConfig("shared", cus * 4, 1024, 16, 1, "cached"))
+        configs.append(LaunchConfig("shared", cus * 4, 4096, 16, 1, "cached"))
     return configs
 
 

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("flavour", [0, 1, 2, 3])
-@pytest.mark.parametrize("block,elems", [(64, 256), (256, 256 * 3), (1024, 256 * 5), (2048, 256 * 8), (2048, 256 * 9)])
+@pytest.mark.parametrize("block,elems", [(64, 256), (256, 256 * 3), (1024, 256 * 5), (2048, 256 * 8), (2048, 256 * 9),
+                                         (8192, 256 * 41)])
 def test_interpreter_sums_match_numpy(flavour, block, elems):
     import torch
     from measure.kernel import stream_load_kernel
