@@ -185,7 +185,7 @@ def characterize_one(args, device, out: Path) -> dict:
     t0 = time.perf_counter()
     opts = SessionOptions(sweeps=_sweeps(args), grid_multiplier=args.grid_multiplier, budget=args.budget,
                           max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
-                          timing=args.timing, peak_budget=0 if args.no_peaks else 24)
+                          timing=args.timing, peak_budget=0 if args.no_peaks else min(24, args.budget // 5))
     bar, on_point = _progress(args, args.budget)
     log = MeasurementLog(out / "measurements.csv")
     try:

@@ -213,7 +213,8 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
             if an is not None:
                 sweeps[name] = an
     if not sweeps:
-        raise InputError("no sweep has enough distinct sizes to analyze (at least 6 are needed)")
+        raise InputError("no sweep has enough distinct sizes to analyze (at least 6 are needed; "
+                         "a live run needs a --budget of about 60 or more)")
     per_cu_names, device_names = hierarchy(facts)
     levels: list[Level] = []
     priv, shared = sweeps.get("private"), sweeps.get("shared")
