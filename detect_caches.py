@@ -255,11 +255,14 @@ def _finish_fleet(results: list[dict], args, out: Path, failed: list[str], *, sa
             bad = [f"{r[0]} {r[1]} {r[3]} vs baseline {r[2]}" for r in cmp.rows if r[5].startswith("DRIFT")]
             if bad:
                 report.outliers.setdefault(gpu_label(res), []).extend(bad)
-    print(report.markdown())
+    if getattr(args, "json", False):
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.markdown())
     if out is not None:
         write_text_atomic(out / "fleet.md", report.markdown())
         write_text_atomic(out / "fleet.json", json.dumps(report.to_dict(), indent=2) + "\n")
-        print(f"fleet report: {out / 'fleet.md'}")
+        print(f"fleet report: {out / 'fleet.md'}", file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     if failed:
         return EXIT_ERROR
     return EXIT_DRIFT if report.drift else EXIT_OK

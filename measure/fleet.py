@@ -114,8 +114,13 @@ def run_rank(args, rank_info: tuple[int, int, int], characterize_one, open_devic
     if args.simulate is not None:
         profiles = [p.strip() for p in args.simulate.split(",") if p.strip()]
         gpu, profile = rank, profiles[rank % len(profiles)]
+    elif args.gpu is None:
+        gpu, profile = local, None
+    elif str(args.gpu).strip().isdigit():
+        gpu, profile = int(args.gpu), None
     else:
-        gpu, profile = (local if args.gpu is None else int(args.gpu)), None
+        raise InputError(f"under torchrun or srun each rank measures one GPU (its LOCAL_RANK by default); "
+                         f"--gpu {args.gpu!r} is not a single index")
     root = args.out or Path("detect-caches-results") / f"fleet-{time.strftime('%Y%m%d')}"
     sub = root / f"{socket.gethostname()}-rank{rank}"
     env = os.environ
