@@ -182,6 +182,7 @@ def characterize_one(args, device, out: Path) -> dict:
     from measure.records import MeasurementLog
     from measure.session import SessionOptions, characterize, probe_level_peaks
     from detector.analyze import detect_levels
+    from detector.peaks import attach_peaks
     t0 = time.perf_counter()
     opts = SessionOptions(sweeps=_sweeps(args), grid_multiplier=args.grid_multiplier, budget=args.budget,
                           max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
@@ -190,8 +191,11 @@ def characterize_one(args, device, out: Path) -> dict:
     log = MeasurementLog(out / "measurements.csv")
     try:
         session = characterize(device, log, opts, on_point=on_point)
+        t = time.perf_counter()
+        detection = detect_levels(session.records, device.facts)
+        analysis_s = time.perf_counter() - t
         if opts.peak_budget:
-            probe_level_peaks(session, detect_levels(session.records, device.facts).levels, log, opts, on_point)
+            probe_level_peaks(session, detection.levels, log, opts, on_point)
     except KeyboardInterrupt:
         log.close()
         raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
@@ -204,10 +208,10 @@ def characterize_one(args, device, out: Path) -> dict:
         if bar is not None:
             bar.close()
     log.close()
-    t = time.perf_counter()
-    detection = detect_levels(session.records, device.facts)
+    # the peak probes are not part of any curve: only their levels' peak figures change
+    attach_peaks(detection.levels, session.records)
     session.method["timing"] = args.timing
-    session.method["analysis_seconds"] = round(time.perf_counter() - t, 3)
+    session.method["analysis_seconds"] = round(analysis_s, 3)
     session.method["process_seconds_before_measuring"] = round(t0 - PROCESS_T0, 3)
     return _write_outputs(out, detection, device.facts, measurements=len(session.records),
                           elapsed=time.perf_counter() - t0, method=session.method,

@@ -265,7 +265,7 @@ class SimulatedGPU:
 
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
                        load_iters: int, repeats: int) -> ClockTiming:
-        per_cu = check_single_wave(self.facts, config.programs, self.KERNEL_RESOURCES(config.num_warps))
+        per_cu = check_single_wave(self.facts, config.programs, self.kernel_resources(config.num_warps))
         pass_ns, noise = self._pass_ns(config, stream_elems)
         phase_ns = load_iters * pass_ns
         per_launch = 1.0 + np.abs(self._rng.normal(0.0, noise / 4, size=repeats))
@@ -275,5 +275,6 @@ class SimulatedGPU:
         return ClockTiming(longest, spread, per_cu, "simulated 32 ns clock")
 
     @staticmethod
-    def KERNEL_RESOURCES(num_warps: int) -> KernelResources:
+    def kernel_resources(num_warps: int) -> KernelResources:
+        """What the simulated kernel needs per program (40 registers/thread, as on sm_90)."""
         return KernelResources(num_warps, registers_per_thread=40, shared_bytes=0)
