@@ -247,18 +247,11 @@ def _finish_fleet(results: list[dict], args, out: Path, failed: list[str], *, sa
     from reports.fleet import SAME_TIME_CONTEXT, build_fleet_report
     if not results:
         raise DeviceError("no GPU produced a result: " + "; ".join(failed))
+    from reports.result_json import read_result
+    baseline = read_result(args.baseline) if getattr(args, "baseline", None) else None
     report = build_fleet_report(results, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
-                                failed=failed, context=SAME_TIME_CONTEXT if same_time else "")
-    if getattr(args, "baseline", None):
-        from reports.compare import compare_results
-        from reports.fleet import gpu_label
-        from reports.result_json import read_result
-        base = read_result(args.baseline)
-        for res in results:
-            cmp = compare_results(base, res, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
-            bad = [f"{r[0]} {r[1]} {r[3]} vs baseline {r[2]}" for r in cmp.rows if r[5].startswith("DRIFT")]
-            if bad:
-                report.outliers.setdefault(gpu_label(res), []).extend(bad)
+                                failed=failed, context=SAME_TIME_CONTEXT if same_time else "",
+                                baseline=baseline)
     if getattr(args, "json", False):
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -324,8 +317,7 @@ def cmd_fleet(argv: list[str]) -> int:
     from reports.result_json import read_result
     results = [read_result(path) for path in args.results]
     for path, res in zip(args.results, results):
-        res["device"].setdefault("host", "")
-        if not res["device"].get("host"):
+        if not res["device"].get("host"):   # results from before hosts were recorded
             res["device"]["host"] = str(path.parent)
     if args.baseline is not None:
         read_result(args.baseline)

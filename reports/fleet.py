@@ -90,9 +90,18 @@ class FleetReport:
                 "median": self.median["levels"], "outliers": self.outliers, "failed": self.failed}
 
 
+def _drifts(reference: dict, res: dict, what: str, capacity_tol: float, bandwidth_tol: float) -> list[str]:
+    """What drifts in ``res`` against ``reference`` (the fleet median or a baseline), by `compare`'s rule."""
+    cmp = compare_results(reference, res, capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol)
+    return [f"{row[0]} {row[1]} {row[3]} vs {what} {row[2]} ({row[4]})" for row in cmp.rows
+            if row[5].startswith("DRIFT")]
+
+
 def build_fleet_report(results: list[dict], *, capacity_tol: float = DEFAULT_CAPACITY_TOL,
                        bandwidth_tol: float = DEFAULT_BANDWIDTH_TOL, failed: list[str] = (),
-                       context: str = "") -> FleetReport:
+                       context: str = "", baseline: dict | None = None) -> FleetReport:
+    """The fleet report; a GPU is an outlier against the fleet median, and against ``baseline``
+    when one is given."""
     if not results:
         raise InputError("no results to build a fleet report from")
     names = {r["device"].get("name") for r in results}
@@ -105,8 +114,9 @@ def build_fleet_report(results: list[dict], *, capacity_tol: float = DEFAULT_CAP
     median = fleet_median(results)
     report = FleetReport(results, median, failed=list(failed), context=context)
     for res in results:
-        cmp = compare_results(median, res, capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol)
-        bad = [f"{row[0]} {row[1]} {row[3]} vs {row[2]} ({row[4]})" for row in cmp.rows if row[5].startswith("DRIFT")]
+        bad = _drifts(median, res, "median", capacity_tol, bandwidth_tol)
+        if baseline is not None:
+            bad += _drifts(baseline, res, "baseline", capacity_tol, bandwidth_tol)
         if bad:
             report.outliers[gpu_label(res)] = bad
     return report

@@ -247,6 +247,9 @@ def test_node_of_simulated_gpus_flags_exactly_the_small_cache(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", *files[:2]], env=_env(),
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and "no outliers" in ok.stdout
+    against = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", *files[:2], "--baseline", files[2]],
+                             env=_env(), capture_output=True, text=True, timeout=120)
+    assert against.returncode == 1 and against.stdout.count("vs baseline") == 2   # both drift from it
     dup = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", files[0], files[0]], env=_env(),
                          capture_output=True, text=True, timeout=120)
     assert dup.returncode == 2 and dup.stderr.count("\n") == 1 and "same host" in dup.stderr
