@@ -123,7 +123,8 @@ def _write_outputs(out: Path, detection, facts, *, measurements: int, elapsed: f
     from reports.atomic import write_text_atomic
     result = build_result(detection, facts, measurements=measurements, elapsed_s=elapsed,
                           method=method, extra_warnings=warnings)
-    write_plot(out / "bandwidth.png", detection, f"{facts.name}" + (" (simulated)" if facts.simulated else ""))
+    title = facts.name if facts.name.startswith("simulated") or not facts.simulated else f"{facts.name} (simulated)"
+    write_plot(out / "bandwidth.png", detection, title)
     write_result(out / "result.json", result)
     write_text_atomic(out / "report.md", render_report(result))
     return result

@@ -1,15 +1,82 @@
-"""One sweep's curve to plateaus and transitions with capacities."""
+"""One sweep's curve to levels (long plateaus) and the falls between them, with capacities.
+
+A plateau is a level when it is long enough (at least MIN_LEVEL_OCTAVES of working set) and
+distinct in speed from its neighbours; the fastest and the slowest plateau of a sweep always
+are. A shorter plateau between two levels is part of the fall between them (partial hits
+after a cliff, the far half of a partitioned cache): it is kept in ``partials`` and described,
+and the capacity comes from the whole fall.
+"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from detector.capacity import estimate_capacity
 from detector.curve import Curve, binned, robust_sigma
 from detector.levels import Step, SweepAnalysis
-from detector.plateaus import MIN_LEVEL_STEP, build_plateaus, merge_segments
+from detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments
 from detector.segment import segment
+from detector.units import fmt_bytes
 
 MIN_POINTS = 6
+MIN_LEVEL_OCTAVES = 0.85   # a level's plateau spans at least this much working set
+DISTINCT_SPREADS = 2.5     # two long plateaus closer than this many pooled spreads are one level
+ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, however noisy
+EDGE_BINS = 3              # the upper plateau's bins that go into a fall's estimate (noise there
+                           # would end the plateau early; the estimate needs only its edge)
+LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
+FLAT_SPREADS = 3.0         # a level between two others steps by this many of its own spreads
+
+
+def _octaves(p: Plateau) -> float:
+    return math.log2(p.size_hi_bytes / p.size_lo_bytes)
+
+
+def _distinct(a: Plateau, b: Plateau) -> bool:
+    step = abs(a.level_log - b.level_log)
+    need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a.spread_log, b.spread_log))
+    return step >= min(need, ALWAYS_DISTINCT)
+
+
+def _local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, default: float) -> float:
+    """Median log bandwidth of the points in bins ``first..last`` (the plateau's default when
+    fewer than three)."""
+    sel = (point_bin >= first) & (point_bin <= last)
+    return float(np.median(y[sel])) if np.count_nonzero(sel) >= 3 else default
+
+
+def _stands_out(p: Plateau, neighbour: Plateau) -> bool:
+    """A plateau between two others is a level only if it is flat against its steps (a short,
+    scattered run of points between two levels is part of the fall)."""
+    return abs(p.level_log - neighbour.level_log) >= max(MIN_LEVEL_STEP, FLAT_SPREADS * p.spread_log)
+
+
+def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_bin: np.ndarray) -> Plateau:
+    """One plateau over both bin ranges (a slow drift, not a new level)."""
+    return build_plateaus([[a.first_bin, b.last_bin]], x, y, point_bin)[0]
+
+
+def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray,
+                  point_bin: np.ndarray) -> tuple[list[Plateau], list[Plateau]]:
+    """(levels, partial plateaus inside falls)."""
+    plats = list(plateaus)
+    # neighbouring long plateaus that their own scatter cannot tell apart are one level
+    i = 0
+    while i < len(plats) - 1:
+        a, b = plats[i], plats[i + 1]
+        if min(_octaves(a), _octaves(b)) >= MIN_LEVEL_OCTAVES and not _distinct(a, b):
+            plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
+            continue
+        i += 1
+    levels, partials = [], []
+    for k, p in enumerate(plats):
+        if k in (0, len(plats) - 1) or (_octaves(p) >= MIN_LEVEL_OCTAVES and _stands_out(p, plats[k - 1])
+                                         and _stands_out(p, plats[k + 1])):
+            levels.append(p)
+        else:
+            partials.append(p)
+    return levels, partials
 
 
 def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
@@ -31,17 +98,21 @@ def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
         warnings.append(f"the {curve.sweep} sweep's sizes up to {fmt_bytes(dropped[-1].size_hi_bytes)} "
                         f"run slower than larger ones (loop and launch overhead dominate there); "
                         f"they are left out of the levels")
+    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin)
     steps: list[Step] = []
     usable_until = None
     for i in range(len(plateaus) - 1):
         hi, lo = plateaus[i], plateaus[i + 1]
-        first = max(hi.first_bin, hi.last_bin - max(2, (hi.last_bin - hi.first_bin) // 2))
+        first = max(hi.first_bin, hi.last_bin - EDGE_BINS)
         last = min(lo.last_bin, lo.first_bin + 2)
         sel = (point_bin >= first) & (point_bin <= last)
-        est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo.level_log,
-                                sigma, seed=i)
+        # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
+        # as memory does past a cache); the upper one's edge may already be inside the fall
+        lo_log = _local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
+        est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i)
         rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
-        steps.append(Step(upper=i, estimate=est, rise=rise))
+        inner = [p for p in partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
+        steps.append(Step(upper=i, estimate=est, rise=rise, partials=inner))
         if rise and usable_until is None:
             usable_until = est.onset_bytes
             warnings.append(
@@ -54,15 +125,4 @@ def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
     if not seg.cross_checked:
         warnings.append(f"the {curve.sweep} sweep's segmentation differs between Pelt and the exact "
                         f"Dynp search; its boundaries carry lower confidence")
-    return SweepAnalysis(curve.sweep, curve, plateaus, steps, seg, sigma, usable_until)
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Binary units (22 KiB, 60.0 MiB); "-" for unknown."""
-    if n is None:
-        return "-"
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= div:
-            v = n / div
-            return f"{v:.1f} {unit}" if v < 100 else f"{v:.0f} {unit}"
-    return f"{n:.0f} B"
+    return SweepAnalysis(curve.sweep, curve, plateaus, steps, seg, sigma, usable_until, partials=partials)

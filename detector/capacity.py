@@ -1,16 +1,24 @@
-"""From a transition between two plateaus to a capacity with an interval, and the onset.
+"""From a transition between two plateaus to a capacity: the number of bytes the level holds.
 
-Bandwidths mix harmonically with the hit rate h: 1/BW = h/B_hi + (1 - h)/B_lo. The hit rate
-falls with the working set W as a logistic in ln W, h = 1 / (1 + exp((ln W - ln C) / s)), which
-covers a cliff (s -> 0, LRU) and the gradual fall of hashed or scattered sets. The capacity C is
-where half the data still hits (for 16-way hashed LRU that is within a few percent of the
-nominal size; methods.md). The interval joins the residual-bootstrap spread of the fit with the
-bracket of measured points around the half-hit crossing; the onset is the last size still at the
-upper plateau's speed within the noise, the article's "22 KiB" figure. Where the bisection
-resolved a cliff (a large share of the fall between two sizes a KiB or so apart, as the H200's
-L1 shows at 221 KiB, followed by a slow tail of partial hits), the cliff is the capacity and its
-interval is the two sizes around it: the half-hit point of such a curve lies in the tail, past
-the physical size.
+The seed article's "22 KiB" is the model: the largest working set the level still serves whole.
+Which measured figure that is depends on the shape of the fall (detector.shape):
+
+- a cliff: the last size before it (everything up to it hits; what follows is a tail of
+  partial hits, not capacity);
+- a hashed-set fall: the middle of the fall, where a logistic fit of harmonically mixed
+  bandwidths puts half the data hitting; an LRU cache with hashed sets starts missing on some
+  sets before it is full and keeps some after, symmetrically around its size;
+- a slow decline then a collapse: the largest working set still served at 95% (W95);
+- a tail (the fall starts abruptly and keeps partial hits long after: random or pseudo-LRU
+  replacement): where it begins, from a fit of h = min(1, (C/W)^q) to its upper part;
+- a broad fall of no clear shape: where it begins, the earlier of that fit and the largest
+  working set still served at 97% (W97), but not before the last size measured at full speed.
+
+Three figures are kept apart: the estimate; the interval where the physical size can lie given
+the data (from what the cache must at least hold to the half-hit point); and the repeatability,
+how much the estimate moves between runs of the same card, from re-estimating on the points
+with fresh noise of the sweep's size (a parametric bootstrap) and the spacing of the sizes
+measured around it.
 """
 from __future__ import annotations
 
@@ -20,119 +28,147 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from detector.shape import Fall, describe_fall, hit_rates, isotonic_decreasing
+
 BOOTSTRAP = 40
-CLIFF_SPAN = 1.02   # neighbouring sizes at most 2% apart (the bisection resolves 1 KiB)
-CLIFF_DROP = 0.15   # ... across which at least 15% of the log gap between plateaus falls
 
 
 @dataclass
 class CapacityEstimate:
     capacity_bytes: float
-    low_bytes: float
+    low_bytes: float          # where the physical size can lie, given the data
     high_bytes: float
-    onset_bytes: float
-    retained_bytes: float     # most bytes seen to hit at once: hit rate x working set, a floor
-    width_octaves: float      # 10-90% width of the hit-rate fall, in octaves of working set
-    fit_rms_log: float        # residual RMS of the model in log10 bandwidth
+    onset_bytes: float        # last measured size at the upper plateau's speed
+    half_hit_bytes: float | None   # secondary: where half the data still hits
+    shape: str                # detector.shape.SHAPES
+    repeatability: float      # 1-sigma relative spread of the estimate between runs
+    retained_bytes: float     # most bytes seen to hit at once: hit rate x working set
+    width_octaves: float      # the fall from 97% to 20% hits, in octaves
+    fit_rms_log: float        # residual RMS of the monotone hit-rate fit, log10 bandwidth
     n_points: int
-    cliff: bool = False       # capacity is a resolved cliff (onset to next size), not the half-hit fit
+
+    @property
+    def cliff(self) -> bool:
+        return self.shape.startswith("cliff")
 
 
-def _model(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> np.ndarray:
+def _logistic_log_bw(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> np.ndarray:
     z = np.clip((lnw - lnc) / max(s, 1e-6), -700, 700)
     h = 1.0 / (1.0 + np.exp(z))
     return np.log10(1.0 / (h / b_hi + (1.0 - h) / b_lo))
 
 
-def _fit(lnw, y, b_hi, b_lo, lnc0, bounds, widths=(0.02, 0.1, 0.4)):
+def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float) -> float:
+    """Centre of a logistic hit-rate fall (in ln W) fitted to the points: the hashed-set capacity."""
+    lnw = np.log(sizes)
+    b_hi, b_lo = 10 ** hi_log, 10 ** lo_log
+    lo, hi = float(lnw.min()), float(lnw.max())
+    x0 = min(max(math.log(guess), lo + 1e-9), hi - 1e-9)
     best = None
-    for s0 in widths:
+    for s0 in (0.03, 0.1, 0.3):
         try:
-            res = least_squares(lambda p: _model(lnw, p[0], p[1], b_hi, b_lo) - y,
-                                x0=[min(max(lnc0, bounds[0] + 1e-9), bounds[1] - 1e-9), s0],
-                                bounds=([bounds[0], 1e-3], [bounds[1], 3.0]))
+            res = least_squares(lambda p: _logistic_log_bw(lnw, p[0], p[1], b_hi, b_lo) - y,
+                                x0=[x0, s0], bounds=([lo, 2e-3], [hi, 2.0]))
         except ValueError:
             continue
         if best is None or res.cost < best.cost:
             best = res
-    return best
+    return math.exp(best.x[0]) if best is not None else guess
+
+
+def _kink_log_bw(lnw: np.ndarray, lnc: float, q: float, b_hi: float, b_lo: float) -> np.ndarray:
+    h = np.exp(-q * np.clip(lnw - lnc, 0, None))
+    return np.log10(1.0 / (h / b_hi + (1.0 - h) / b_lo))
+
+
+def fit_kink(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float) -> float:
+    """Where a fall that starts abruptly begins: h = min(1, (C/W)^q) fitted to the points down to
+    30% hits (random replacement is h = exp(-r (1 - h)), which this follows within a percent
+    near its start; the far tail is left out)."""
+    h = hit_rates(y, hi_log, lo_log)
+    keep = h >= 0.3
+    if np.count_nonzero(keep) < 4:
+        return guess
+    lnw, yk = np.log(sizes[keep]), y[keep]
+    b_hi, b_lo = 10 ** hi_log, 10 ** lo_log
+    lo, hi = float(lnw.min()), float(lnw.max())
+    x0 = min(max(math.log(guess), lo), hi)
+    try:
+        res = least_squares(lambda p: _kink_log_bw(lnw, p[0], p[1], b_hi, b_lo) - yk,
+                            x0=[x0, 2.0], bounds=([lo, 0.2], [hi, 20.0]))
+    except ValueError:
+        return guess
+    return math.exp(res.x[0])
+
+
+def point_estimate(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float,
+                   noise_log: float) -> tuple[float, Fall]:
+    """The capacity for the fall's shape (see the module docstring) and the fall itself."""
+    fall = describe_fall(sizes, y, hi_log, lo_log, noise_log)
+    if fall.shape.startswith("cliff") or fall.shape == "step":
+        return fall.onset_bytes, fall
+    if fall.shape == "hashed-set fall":
+        return fit_hashed(sizes, y, hi_log, lo_log, fall.w50_bytes or fall.onset_bytes), fall
+    if fall.shape == "decline, then collapse":
+        return (fall.w95_bytes or fall.onset_bytes), fall
+    # a tail: where it begins, from a fitted kink (steadier than one crossing or the last size
+    # within the noise of full speed: it uses every point down to 30% hits); a broad fall: the
+    # earlier of W97 and that kink (on a broad symmetric fall the kink lands inside it, and W97
+    # is the size the data proves), but not before the last size measured at full speed
+    w97 = fall.w97_bytes or fall.onset_bytes
+    kink = fit_kink(sizes, y, hi_log, lo_log, w97)
+    return (kink if fall.shape == "tail" else max(fall.onset_bytes, min(w97, kink))), fall
+
+
+def _neighbours(sizes: np.ndarray, at: float) -> tuple[float, float]:
+    """The measured sizes just below (or at) and just above ``at``."""
+    below = sizes[sizes <= at * (1 + 1e-9)]
+    above = sizes[sizes > at * (1 + 1e-9)]
+    return (float(below.max()) if below.size else float(sizes[0]),
+            float(above.min()) if above.size else float(sizes[-1]))
 
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float,
                       noise_log: float, *, seed: int = 0) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included."""
-    order = np.argsort(sizes)
-    sizes, y = sizes[order], y[order]
-    lnw = np.log(sizes)
-    b_hi, b_lo = 10 ** hi_log, 10 ** lo_log
-    half = math.log10(2.0 / (1.0 / b_hi + 1.0 / b_lo))
+    order = np.argsort(sizes, kind="stable")
+    sizes, y = np.asarray(sizes, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    cap, fall = point_estimate(sizes, y, hi_log, lo_log, noise_log)
     falling = hi_log > lo_log
-    on_hi = (y > half) if falling else (y < half)
-    # the half-hit crossing: last point on the high side before the first on the low side
-    first_lo = int(np.argmax(~on_hi)) if (~on_hi).any() else len(y) - 1
-    a = max(first_lo - 1, 0)
-    bracket = (sizes[a], sizes[first_lo])
-    lnc0 = 0.5 * (math.log(bracket[0]) + math.log(bracket[1]))
-    bounds = (lnw.min(), lnw.max())
-    fit = _fit(lnw, y, b_hi, b_lo, lnc0, bounds)
-    lnc, s = (fit.x if fit is not None else (lnc0, 0.05))
-    resid = _model(lnw, lnc, s, b_hi, b_lo) - y
-    rms = float(np.sqrt(np.mean(resid ** 2)))
-    # residual bootstrap of the fit
+    h = np.clip(hit_rates(y, hi_log, lo_log), 0, 1) if falling else np.zeros_like(y)
+    retained = max(float(np.max(h * sizes)) if h.size else 0.0, fall.onset_bytes)
+    # the interval: what the data says the physical size can be
+    below, above = _neighbours(sizes, cap)
+    if fall.shape.startswith("cliff"):
+        low, high = fall.onset_bytes, fall.cliff_bytes
+    elif fall.shape == "step":
+        low, high = fall.onset_bytes, above
+    elif fall.shape == "hashed-set fall":
+        low = min(fall.w80_bytes or cap, cap, fall.onset_bytes)
+        high = max(fall.w20_bytes or cap, cap)
+    else:
+        # a cache of C bytes serves at most C of a cyclic sweep: it holds at least 97% of W97;
+        # with hashed sets it could be as large as the half-hit point
+        low = min(0.97 * cap, fall.onset_bytes)
+        high = max(fall.w50_bytes or above, cap)
+    # repeatability: re-estimate with fresh noise of the sweep's size, and the size grid's step
     rng = np.random.default_rng(seed)
-    boots = []
-    model_y = y + resid
-    for _ in range(BOOTSTRAP if len(y) >= 5 else 0):
-        yb = model_y - rng.choice(resid, size=resid.size, replace=True)
-        fb = _fit(lnw, yb, b_hi, b_lo, lnc, bounds, widths=(max(s, 2e-3),))
-        if fb is not None:
-            boots.append(fb.x[0])
-    cap = math.exp(lnc)
-    # onset: the last size still within the noise of the upper plateau
-    tol = max(2.5 * noise_log, math.log10(1.03))
-    on = (y >= hi_log - tol) if falling else (y <= hi_log + tol)
-    # scan back from the half-hit crossing: an isolated dip far inside the plateau (set
-    # aliasing) does not end it, only the sustained fall does
-    k = first_lo
-    while k > 0 and not on[k]:
-        k -= 1
-    onset = float(sizes[k])
-    # The capacity cannot be below the onset (everything up to it still hits) and, for LRU,
-    # hashed-LRU and random replacement alike, not above the size where 10% still hits
-    # (C * 9**s on the fitted logistic). Within that, the fit and its bootstrap decide.
-    lo_b, hi_b = bracket
-    if boots:
-        lo_b = min(lo_b, math.exp(np.percentile(boots, 5)))
-        hi_b = max(hi_b, math.exp(np.percentile(boots, 95)))
-    hi_b = max(hi_b, cap * 9.0 ** min(s, 1.0))
-    lo_b = min(lo_b, onset)
-    # Whatever the replacement policy, a cache of C bytes cannot serve more than C of a cyclic
-    # W-byte sweep: h(W) W <= C. The largest h W measured is reported beside the interval (not
-    # inside it: on several reference cards it exceeds the documented size, so the harmonic
-    # model's plateau speeds are not exact enough to make it a hard floor).
-    h = (1 / 10 ** y - 1 / b_lo) / (1 / b_hi - 1 / b_lo) if falling else np.zeros_like(y)
-    retained = float(np.max(np.clip(h, 0, 1) * sizes)) if h.size else 0.0
-    retained = retained if retained > onset else onset
-    cap = min(max(cap, lo_b), hi_b)
-    cliff = _cliff_after(sizes, y, k, hi_log, lo_log, noise_log) if falling else None
-    if cliff is not None:
-        # a cliff resolved to a few KiB: everything up to it hits, and what follows is a tail of
-        # partial hits (non-LRU replacement), not capacity. The cliff is the capacity.
-        cap, lo_b, hi_b = math.sqrt(onset * cliff), onset, cliff
-    return CapacityEstimate(capacity_bytes=cap, low_bytes=float(lo_b), high_bytes=float(hi_b),
-                            onset_bytes=float(onset), retained_bytes=retained, width_octaves=float(4.39 * s / math.log(2)),
-                            fit_rms_log=rms, n_points=int(len(y)), cliff=cliff is not None)
-
-
-def _cliff_after(sizes: np.ndarray, y: np.ndarray, k: int, hi_log: float, lo_log: float,
-                 noise_log: float) -> float | None:
-    """The size just past the onset (index k) if the bandwidth falls there by at least
-    CLIFF_DROP of the gap between the plateaus (and 4x the noise) within CLIFF_SPAN of size,
-    and the next points, measured close by, stay down; else None."""
-    # resolved: the bisection measured right past the cliff again (a repeat or a size next to
-    # it), so one slow point (set aliasing, an outlier) does not make a cliff
-    if k + 2 >= len(sizes) or sizes[k + 1] > sizes[k] * CLIFF_SPAN or sizes[k + 2] > sizes[k + 1] * CLIFF_SPAN:
-        return None
-    drop = max(CLIFF_DROP * (hi_log - lo_log), 4 * noise_log)
-    stays_down = all(y[k] - v >= drop / 2 for v in y[k + 2:k + 4])
-    return float(sizes[k + 1]) if y[k] - y[k + 1] >= drop and stays_down else None
+    sigma = max(noise_log, 1e-3)
+    boots = [point_estimate(sizes, y + rng.normal(0.0, sigma, y.size), hi_log, lo_log, noise_log)[0]
+             for _ in range(BOOTSTRAP if sizes.size >= 4 else 0)]
+    # a robust spread: a rare replicate whose fall reads as another shape (more likely with
+    # noise added to noisy points than in a real rerun) does not set it
+    logs = np.log(boots) if len(boots) > 2 else np.zeros(1)
+    spread = float(1.4826 * np.median(np.abs(logs - np.median(logs))))
+    grid = math.log(max(above, cap) / max(min(below, cap), 1.0)) / math.sqrt(12)
+    repeat = math.sqrt(spread ** 2 + grid ** 2)
+    low, high = min(low, cap), max(high, cap)
+    # residual of the monotone fit of the points (log10 bandwidth), for the confidence
+    iso = np.clip(isotonic_decreasing(np.clip(h, 0, 1)), 1e-6, 1) if falling else h
+    model = -np.log10(iso / 10 ** hi_log + (1 - iso) / 10 ** lo_log) if falling else y
+    rms = float(np.sqrt(np.mean((model - y) ** 2)))
+    width = math.log2(fall.w20_bytes / fall.w97_bytes) if fall.w20_bytes and fall.w97_bytes else 0.0
+    return CapacityEstimate(capacity_bytes=float(cap), low_bytes=float(low), high_bytes=float(high),
+                            onset_bytes=fall.onset_bytes, half_hit_bytes=fall.w50_bytes, shape=fall.shape,
+                            repeatability=float(repeat), retained_bytes=retained, width_octaves=float(width),
+                            fit_rms_log=rms, n_points=int(y.size))

@@ -20,6 +20,10 @@ class Level:
     capacity_low_bytes: int | None = None
     capacity_high_bytes: int | None = None
     onset_bytes: int | None = None      # last size at full plateau speed
+    half_hit_bytes: int | None = None   # where half the data still hits (secondary figure)
+    fall_shape: str = ""                # detector.shape.SHAPES: how the level's fall looked
+    capacity_repeatability: float | None = None    # 1-sigma relative run-to-run spread
+    bandwidth_repeatability: float | None = None   # 1-sigma relative run-to-run spread
     aggregate_capacity_bytes: int | None = None   # per_xcd levels: over all XCDs
     bandwidth_spread_gbs: float = 0.0
     transition_width_octaves: float | None = None
@@ -46,6 +50,7 @@ class Step:
     upper: int                 # index of the faster plateau
     estimate: CapacityEstimate
     rise: bool = False         # bandwidth rises past it: not a cache boundary
+    partials: list[Plateau] = field(default_factory=list)   # short plateaus inside the fall
 
 
 @dataclass
@@ -57,7 +62,7 @@ class SweepAnalysis:
     segmentation: Segmentation
     sigma: float
     usable_until_bytes: float | None = None   # data past a rise is not used
-    names: list[str] = field(default_factory=list)   # one per plateau, filled by labels
+    partials: list[Plateau] = field(default_factory=list)   # short plateaus inside falls
 
 
 @dataclass

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 ELEM_BYTES = 4                 # float32
-GRANULE_BYTES = 1024           # a sweep's resolution in stream bytes per program
+# A sweep's finest step in stream bytes per program: 64 float32 elements, a multiple of the 16
+# that lets Triton emit the same 16-byte vector loads at every size (tt.divisibility 16).
+GRANULE_BYTES = 256
 GRANULE_ELEMS = GRANULE_BYTES // ELEM_BYTES
+COARSE_BYTES = 1024            # coarse sweep points are whole KiB
 BLOCK_SIZES = (64, 128, 256, 512, 1024, 2048)   # what users may choose (the seed's range)
 # The peak probes also use 4096 and 8192: every thread then issues 2-4 16-byte loads per chunk,
 # the bytes in flight that HBM needs (Little's law) at full occupancy.
@@ -33,15 +36,16 @@ def check_block_size(block_size: int, *, internal: bool = False) -> None:
 
 
 def stream_elems_for(stream_bytes: int) -> int:
-    """float32 elements per program for ``stream_bytes``, a positive whole number of KiB."""
+    """float32 elements per program for ``stream_bytes``, a positive multiple of GRANULE_BYTES."""
     if stream_bytes <= 0 or stream_bytes % GRANULE_BYTES:
-        raise ValueError(f"stream bytes per program must be a positive multiple of 1024, got {stream_bytes}")
+        raise ValueError(f"stream bytes per program must be a positive multiple of {GRANULE_BYTES}, "
+                         f"got {stream_bytes}")
     return stream_bytes // ELEM_BYTES
 
 
-def round_to_granule(nbytes: float) -> int:
-    """Nearest whole KiB, at least one."""
-    return max(GRANULE_BYTES, int(round(nbytes / GRANULE_BYTES)) * GRANULE_BYTES)
+def round_to_granule(nbytes: float, granule: int = GRANULE_BYTES) -> int:
+    """Nearest multiple of ``granule`` bytes, at least one granule."""
+    return max(granule, int(round(nbytes / granule)) * granule)
 
 
 # In-kernel clocks (kernel constexpr CLOCK): per vendor, what is read and its tick in ns.

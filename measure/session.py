@@ -5,12 +5,15 @@ import time
 from dataclasses import dataclass, field
 
 from measure.device import DeviceFacts
-from measure.kernel_meta import GRANULE_BYTES
+from measure.kernel_meta import COARSE_BYTES
 from measure.launch import LaunchConfig, TimingDevice
 from measure.peak import PeakTarget, probe_peaks
 from measure.point import PointMeter, PointPolicy
 from measure.records import Measurement, MeasurementLog
 from measure.sweep import AdaptiveSweep, SweepPlan
+
+
+PRIVATE_MAX_BYTES = 2 << 20   # 8x the largest L1 known (256 KiB): the L1's fall and the L2 past it
 
 
 @dataclass
@@ -19,7 +22,7 @@ class SessionOptions:
     grid_multiplier: int = 4
     private_block_size: int = 2048
     private_num_warps: int = 4
-    private_programs_per_cu: int = 4   # NVIDIA: rows follow SM ids, so this does not blur the knee
+    private_programs_per_cu: int = 4   # one shared buffer: more programs per SM never blur the knee
     shared_block_size: int = 1024
     shared_num_warps: int = 8
     budget: int = 300                 # measurements over both sweeps and the peak probes
@@ -50,14 +53,14 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     sweep_budget = max(opts.budget - opts.peak_budget, 2 * len(opts.sweeps))
     share = sweep_budget // max(len(opts.sweeps), 1)
     if "private" in opts.sweeps:
-        by_sm = facts.vendor == "nvidia"
-        cfg = LaunchConfig("private", cus * (opts.private_programs_per_cu if by_sm else 1),
-                           opts.private_block_size, opts.private_num_warps, 1, "cached", by_sm)
-        # far enough that every SM's data together passes the L2: its far end shows L2 again
-        hi = max(1 << 20, 2 * _largest_cache(facts) // cus)
-        hi = min(hi, memory_cap // cus)
-        plans.append(SweepPlan(cfg, 8 * GRANULE_BYTES, hi // GRANULE_BYTES * GRANULE_BYTES,
-                               opts.points_per_octave, share))
+        # every program streams one buffer: each SM's L1 holds it once, and the L2 holds a single
+        # copy that fills only at tens of MiB, far from any L1 (with a row per SM, the L2's share
+        # per SM sits an octave above the L1 on many-SM parts and the two falls merge)
+        programs = cus * opts.private_programs_per_cu
+        cfg = LaunchConfig("private", programs, opts.private_block_size, opts.private_num_warps, 1, "cached",
+                           row_share=programs)
+        hi = min(PRIVATE_MAX_BYTES, memory_cap) // COARSE_BYTES * COARSE_BYTES
+        plans.append(SweepPlan(cfg, 8 * COARSE_BYTES, hi, opts.points_per_octave, share))
     if "shared" in opts.sweeps:
         programs = cus * opts.grid_multiplier
         cfg = LaunchConfig("shared", programs, opts.shared_block_size, opts.shared_num_warps, 1, "l2only")
@@ -67,8 +70,8 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
             warnings.append(f"the shared sweep stops at {cap / 2**20:.0f} MiB, the free device memory "
                             f"allows no more (wanted {want / 2**20:.0f} MiB)")
         # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
-        lo = max(4 * GRANULE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // GRANULE_BYTES * GRANULE_BYTES)
-        plans.append(SweepPlan(cfg, lo, cap // programs // GRANULE_BYTES * GRANULE_BYTES,
+        lo = max(4 * COARSE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // COARSE_BYTES * COARSE_BYTES)
+        plans.append(SweepPlan(cfg, lo, cap // programs // COARSE_BYTES * COARSE_BYTES,
                                opts.points_per_octave, sweep_budget - share * (len(plans))))
     return plans, warnings
 

@@ -1,9 +1,9 @@
 """Adaptive sweeps: a coarse log-spaced pass, then noisy bisection where the bandwidth changes.
 
 Every measured point, coarse or refined, is appended to the measurement log as it is taken.
-Refinement bisects, for each transition, on three level crossings between the plateaus on its
-two sides (15%, 50% and 85% of the way in log bandwidth), down to 1 KiB of stream bytes per
-program. A probe too close to a crossing for its noise is repeated; two undecided probes in a
+Refinement bisects, for each transition, on three crossings between the plateaus on its two
+sides: where 50%, 95% and 20% of the loads still hit the faster level (bandwidths mix
+harmonically with the hit rate), down to 1 KiB of stream bytes per program. A probe too close to a crossing for its noise is repeated; two undecided probes in a
 row end that bisection (the noise floor). Nothing assumes the curve is monotonic: the bracket
 is always "last point on the high side before the first point on the low side", re-derived
 from every point measured so far.
@@ -16,13 +16,15 @@ from typing import Callable
 
 import numpy as np
 
-from measure.kernel_meta import GRANULE_BYTES, round_to_granule
+from measure.kernel_meta import COARSE_BYTES, GRANULE_BYTES, round_to_granule
 from measure.launch import LaunchConfig
 from measure.point import PointMeter
 from measure.noise import robust_sigma
 from measure.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
-CROSSINGS = (0.5, 0.15, 0.85)   # bisected in this order: the midpoint first
+# hit rates whose crossings are bisected, in this order: where half the data hits, where the
+# fall begins (the capacity of most fall shapes, detector.capacity) and where it ends
+CROSSINGS = (0.5, 0.95, 0.2)
 
 
 @dataclass
@@ -36,11 +38,12 @@ class SweepPlan:
     budget: int = 150                 # measurements, coarse and refined together
     max_repeats: int = 3              # probes of one size while its side is undecided
     min_step: float = 0.03            # smallest relative change (log) treated as a transition
+    resolution: float = 0.0025        # bisection stops at this relative bracket (or one granule)
 
     def coarse_sizes(self) -> list[int]:
         lo, hi = self.min_stream_bytes, self.max_stream_bytes
         n = max(2, int(math.ceil(math.log2(hi / lo) * self.points_per_octave)) + 1)
-        sizes = sorted({round_to_granule(s) for s in np.geomspace(lo, hi, n)})
+        sizes = sorted({round_to_granule(s, COARSE_BYTES) for s in np.geomspace(lo, hi, n)})
         return sizes
 
 
@@ -164,7 +167,8 @@ class AdaptiveSweep:
         return None
 
     def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float) -> None:
-        threshold = tr.hi_log + q * (tr.lo_log - tr.hi_log)
+        # the bandwidth at which a share q of the loads hits the faster level (harmonic mixing)
+        threshold = -math.log10(q * 10 ** -tr.hi_log + (1 - q) * 10 ** -tr.lo_log)
         hi_is_above = tr.hi_log > tr.lo_log
         undecided_in_row = 0
         while self.used < self.plan.budget:
@@ -172,7 +176,7 @@ class AdaptiveSweep:
             if bracket is None:
                 return
             left, right = bracket
-            if right - left <= GRANULE_BYTES:
+            if right - left <= max(GRANULE_BYTES, self.plan.resolution * left):
                 return
             if right / left > 1.05:
                 mid = round_to_granule(math.sqrt(left * right))

@@ -4,6 +4,18 @@ from __future__ import annotations
 from reports.fmt import fmt_bytes, fmt_gbs, markdown_table
 
 SCOPE_WORDS = {"per_cu": "per SM/CU", "per_xcd": "per XCD", "device": "device"}
+CAPACITY_TEXT = (
+    "A capacity is the number of bytes the level holds: the largest working set it still serves "
+    "whole, read from the shape of its fall (hit rates from harmonically mixed bandwidths). A "
+    "**cliff**: the last size before it (a tail of partial hits may follow). A **hashed-set fall** "
+    "(symmetric around the size, as an LRU cache with hashed sets starts missing on some sets "
+    "before it is full): its middle. A **tail** (random or pseudo-LRU replacement): where it "
+    "starts, from a fitted kink. A **decline, then collapse**: the largest size still served at "
+    "95%. A **broad fall**: where it begins (97%). A **step**: the last size measured at full "
+    "speed. The interval is where the physical size can lie given the data; the repeatability "
+    "is how much the capacity and the bandwidth move between runs of the same card (1 sigma, "
+    "estimated inside the run). Capacities of `per_cu` levels are per SM/CU, of `per_xcd` "
+    "levels per chiplet.")
 
 
 def _capacity_cell(lv: dict) -> str:
@@ -26,17 +38,26 @@ def _peak(lv: dict) -> str:
     return fmt_gbs(peak) + (f" ({peak / ceiling:.0%})" if ceiling else "")
 
 
+def _repeat(lv: dict) -> str:
+    """How much the capacity and bandwidth move between runs of the same card (1 sigma)."""
+    cap, bw = lv.get("capacity_repeatability"), lv.get("bandwidth_repeatability")
+    cells = [f"{cap:.1%}" if cap is not None and lv.get("capacity_bytes") else "-",
+             f"{bw:.1%}" if bw is not None else "-"]
+    return " / ".join(cells)
+
+
 def levels_rows(result: dict) -> list[list[str]]:
     rows = []
     for lv in result["levels"]:
         rows.append([lv["name"], SCOPE_WORDS.get(lv.get("scope"), lv.get("scope", "")),
-                     _capacity_cell(lv), fmt_bytes(lv.get("onset_bytes")), fmt_gbs(lv["bandwidth_gbs"]),
-                     _share(lv), _peak(lv), f"{lv.get('confidence', 0):.2f}", fmt_bytes(lv.get("api_bytes"))])
+                     _capacity_cell(lv), lv.get("fall_shape") or "-", fmt_gbs(lv["bandwidth_gbs"]),
+                     _share(lv), _peak(lv), _repeat(lv), f"{lv.get('confidence', 0):.2f}",
+                     fmt_bytes(lv.get("api_bytes"))])
     return rows
 
 
-LEVEL_HEADER = ["level", "scope", "capacity (interval)", "onset", "plateau bandwidth",
-                "share of ceiling", "peak (tuned launch)", "confidence", "API size"]
+LEVEL_HEADER = ["level", "scope", "capacity (interval)", "fall", "plateau bandwidth",
+                "share of ceiling", "peak (tuned launch)", "repeatability", "confidence", "API size"]
 
 
 def summary_table(result: dict) -> str:
@@ -94,11 +115,7 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
                      "configurations inside each plateau; the best is the `peak` column:")
         lines += [f"  - {lv['name']}: {lv['peak_launch']}" for lv in result["levels"] if lv.get("peak_launch")]
     lines += ["", "## Levels", "", markdown_table(LEVEL_HEADER, levels_rows(result)), "",
-              "Capacity is where half the data still hits, from a fit of harmonically mixed "
-              "bandwidths; the interval runs from the onset (last size at plateau speed) to where "
-              "about 10% still hits, widened by the fit's bootstrap spread; where the bisection "
-              "resolved a cliff, the capacity is the cliff and the interval the sizes around it. "
-              "Capacities of `per_cu` levels are per SM/CU, of `per_xcd` levels per chiplet.", ""]
+              CAPACITY_TEXT, ""]
     notes = [(lv["name"], lv.get("notes")) for lv in result["levels"] if lv.get("notes")]
     if notes:
         lines += ["## Notes", ""]

@@ -3,6 +3,7 @@ capacities and their intervals marked. Mid-grey text on a white card reads in da
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
 import matplotlib
@@ -14,13 +15,35 @@ from detector.levels import Detection  # noqa: E402
 from reports.atomic import write_bytes_atomic  # noqa: E402
 from reports.fmt import fmt_bytes  # noqa: E402
 
-SWEEP_TITLES = {"private": "private sweep: one program per SM/CU (x = bytes per SM/CU)",
+SWEEP_TITLES = {"private": "private sweep: every program reads one buffer (x = bytes per SM/CU)",
                 "shared": "shared sweep: whole device (x = aggregate bytes)"}
 COLORS = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b"]
 
 
-def _bytes_formatter(v, _pos):
+def binary_ticks(lo: float, hi: float, max_ticks: int = 9) -> list[float]:
+    """Powers of two between ``lo`` and ``hi``, every 1, 2 or 4 octaves (16 KiB, 64 KiB, ...)."""
+    first, last = math.ceil(math.log2(lo)), math.floor(math.log2(hi))
+    for every in (1, 2, 4, 8):
+        exps = [e for e in range(first, last + 1) if e % every == 0]
+        if len(exps) <= max_ticks:
+            return [2.0 ** e for e in exps]
+    return [2.0 ** first, 2.0 ** last]
+
+
+def tick_label(v: float) -> str:
+    """A binary size without a useless decimal: 16 KiB, 256 KiB, 4 MiB, 1 GiB."""
     return fmt_bytes(v).replace(".0 ", " ")
+
+
+def _mark_capacities(ax, an, ymin: float) -> None:
+    for st in an.steps:
+        e = st.estimate
+        ax.axvspan(e.low_bytes, e.high_bytes, color="#888888", alpha=0.18)
+        ax.axvline(e.capacity_bytes, color="#333333", ls="--", lw=1.2)
+        if e.half_hit_bytes and abs(math.log(e.half_hit_bytes / e.capacity_bytes)) > 0.02:
+            ax.axvline(e.half_hit_bytes, color="#999999", ls="-.", lw=0.8)
+        ax.text(e.capacity_bytes, ymin, f" {fmt_bytes(e.capacity_bytes)} ({e.shape})", rotation=90,
+                va="bottom", fontsize=8, color="#333333")
 
 
 def build_figure(detection: Detection, title: str):
@@ -41,24 +64,29 @@ def build_figure(detection: Detection, title: str):
             ax.hlines(p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2)
             ax.text(np.sqrt(p.size_lo_bytes * p.size_hi_bytes), p.bandwidth_gbs * 1.08,
                     f"{p.bandwidth_gbs / 1000:.2f} TB/s", ha="center", fontsize=8, color=col)
-        for st in an.steps:
-            e = st.estimate
-            ax.axvspan(e.low_bytes, e.high_bytes, color="#888888", alpha=0.18)
-            ax.axvline(e.capacity_bytes, color="#333333", ls="--", lw=1)
-            ax.axvline(e.onset_bytes, color="#333333", ls=":", lw=1)
-            ax.text(e.capacity_bytes, c.bandwidth_gbs.min() * 0.8,
-                    f" {fmt_bytes(e.capacity_bytes)}", rotation=90, va="bottom", fontsize=8, color="#333333")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_bytes_formatter))
+        for p in an.partials:
+            ax.hlines(p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors="#777777", lw=1.5, ls=":")
+        ymin = c.bandwidth_gbs.min() * 0.8
+        _mark_capacities(ax, an, ymin)
+        lo, hi = float(c.size_bytes.min()), float(c.size_bytes.max())
+        ax.set_xlim(lo / 1.15, hi * 1.15)
+        ticks = binary_ticks(lo / 1.15, hi * 1.15)
+        ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([tick_label(t) for t in ticks]))
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel("working set")
         ax.set_ylabel("bandwidth (GB/s)")
         ax.set_title(SWEEP_TITLES[sweep], fontsize=10, color="#222222")
         ax.grid(True, which="both", color="#dddddd", lw=0.5)
         ax.set_ylim(c.bandwidth_gbs.min() * 0.6, c.bandwidth_gbs.max() * 1.35)
-        ax.plot([], [], ls="--", color="#333333", label="capacity (half-hit point)")
-        ax.plot([], [], ls=":", color="#333333", label="onset (last size at plateau speed)")
-        ax.fill_between([], [], color="#888888", alpha=0.18, label="capacity interval")
+        ax.plot([], [], ls="--", color="#333333", label="capacity (the rule of its fall shape, see report)")
+        if any(st.estimate.half_hit_bytes for st in an.steps):
+            ax.plot([], [], ls="-.", color="#999999", label="half-hit point (secondary)")
+        if an.partials:
+            ax.plot([], [], ls=":", color="#777777", label="partial hits inside a fall")
+        ax.fill_between([], [], color="#888888", alpha=0.18, label="where the size can lie")
         ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
-    fig.suptitle(title, fontsize=12, color="#222222")
+    fig.suptitle(title.replace("$", r"\$"), fontsize=12, color="#222222")
     fig.tight_layout()
     return fig
 

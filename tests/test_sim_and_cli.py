@@ -53,12 +53,12 @@ def random_profile(seed):
     return prof
 
 
-MEASUREMENT_BOUND = 300   # the default --budget; 4-level profiles took 162-201 in trials
+MEASUREMENT_BOUND = 300   # the default --budget; 4-level profiles took 129-148 in trials
 
 
 @pytest.mark.parametrize("seed", range(24))
 def test_random_profiles_found_and_sized(seed):
-    """Sharp boundaries within 1 KiB per program, gradual ones inside their interval."""
+    """Every level found and named; every capacity within 3% of the truth (cliffs exactly)."""
     from measure.session import SessionOptions, characterize
     spec = random_profile(seed)
     prof = parse_profile(spec)
@@ -72,12 +72,11 @@ def test_random_profiles_found_and_sized(seed):
         if true is None:
             assert lv.capacity_bytes is None
         elif truth["transition"] == "sharp":
-            assert abs(lv.onset_bytes - true) <= KIB, (lv.onset_bytes, true)
+            assert abs(lv.capacity_bytes - true) <= 1024, (lv.capacity_bytes, true)
         else:
-            assert lv.capacity_low_bytes <= true <= lv.capacity_high_bytes, (lv.name, lv.capacity_low_bytes, true)
+            assert abs(lv.capacity_bytes / true - 1) <= 0.03, (lv.name, lv.capacity_bytes, true)
         if truth.get("scope") == "per_xcd":
-            assert lv.scope == "per_xcd" and lv.aggregate_capacity_bytes == pytest.approx(
-                spec["xcds"] * lv.capacity_bytes, rel=1e-6)
+            assert lv.scope == "per_xcd" and lv.aggregate_capacity_bytes == spec["xcds"] * lv.capacity_bytes
 
 
 def test_simulated_mi300x_end_to_end(tmp_path):
@@ -86,9 +85,11 @@ def test_simulated_mi300x_end_to_end(tmp_path):
     by_name = {lv["name"]: lv for lv in result["levels"]}
     assert list(by_name) == ["L1", "L2", "Infinity Cache", "HBM"]
     assert by_name["L2"]["scope"] == "per_xcd"
-    for name, size in (("L1", 32 * KIB), ("L2", 4 * 1024 * KIB), ("Infinity Cache", 256 * 1024 * KIB)):
+    for name, size in (("L2", 4 * 1024 * KIB), ("Infinity Cache", 256 * 1024 * KIB)):
         lv = by_name[name]
-        assert lv["capacity_low_bytes"] <= size <= lv["capacity_high_bytes"], name
+        assert abs(lv["capacity_bytes"] / size - 1) <= 0.03, name
+    # L1 over L2 is 1.4x only (test_capacity_sim.BUILTIN_EXPECT says why the L1 is looser)
+    assert abs(by_name["L1"]["capacity_bytes"] / (32 * KIB) - 1) <= 0.25
     assert not any("above its physical ceiling" in w for w in result["warnings"])
     report = (tmp_path / "mi" / "report.md").read_text()
     assert "per XCD" in report and "Infinity Cache" in report

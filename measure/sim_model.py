@@ -1,0 +1,115 @@
+"""The simulated GPU's physics: how a level's hit rate falls with its footprint, and how the
+levels' bandwidths mix. Plain functions of a profile; no randomness here.
+
+Fall shapes (``transition`` of a profile level; r = footprint / capacity):
+
+- ``sharp``: LRU under a cyclic sweep, h = 1 up to the capacity and 0 past it.
+- ``hashed``: LRU with hashed or scattered sets, a logistic in ln r of scale ``width``:
+  half the data hits at the capacity.
+- ``random``: random replacement, h = 1 up to the capacity, then the fixed point
+  h = exp(-r (1 - h)): a long tail of partial hits.
+- ``cliff_tail``: a cliff at the capacity to ``tail_hit``, then partial hits falling as
+  r ** -tail_power (the H200's L1).
+- ``plru``: the hit rate leaves 100% at 0.9 of the capacity, is 95% at it, sags as
+  0.95 r ** -decline_power and collapses at ``collapse_ratio`` x the capacity (the NVIDIA L1
+  tables of gpu-benches).
+
+A level with ``partitions: 2`` is a split L2: data that programs on many SMs read is held once
+per partition (it fills at half the capacity, gpu-cache's view), and with ``far_bandwidth_gbs``
+distinct data past half the capacity is served from the far partition at that rate.
+``alias_depth`` adds a deterministic, size-dependent dip inside a transition (set aliasing).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+from scipy.special import lambertw
+
+TRANSITIONS = ("sharp", "hashed", "random", "cliff_tail", "plru")
+COLLAPSE_WIDTH = 0.03
+
+
+@dataclass
+class SimLevel:
+    name: str
+    bandwidth_gbs: float
+    capacity_bytes: int | None = None     # None: main memory
+    scope: str = "device"
+    transition: str = "hashed"
+    width: float = 0.05
+    tail_hit: float = 0.6
+    tail_power: float = 1.5
+    decline_power: float = 0.5
+    collapse_ratio: float = 1.7
+    partitions: int = 1
+    far_bandwidth_gbs: float | None = None
+    alias_depth: float = 0.0
+    latency_ns: float | None = None       # load-to-use latency of a hit (pointer chase)
+    line_bytes: int | None = None         # line size (stride sweep)
+
+    def hit_rate(self, ratio: float) -> float:
+        """Hit rate of a cyclic sweep over ``ratio`` x the capacity."""
+        return hit_rate(ratio, self)
+
+
+def hit_rate(r: float, lv: SimLevel) -> float:
+    t = lv.transition
+    if t == "hashed":
+        z = math.log(max(r, 1e-300)) / max(lv.width, 1e-6)
+        return 1.0 / (1.0 + math.exp(min(z, 700.0)))
+    if t == "plru":
+        collapse = 1.0 / (1.0 + math.exp(min(math.log(r / lv.collapse_ratio) / COLLAPSE_WIDTH, 700.0)))
+        # 100% up to 0.9 of the capacity, 95% at it, then a slow sag
+        start = 1.0 - 0.05 * min(max((r - 0.9) / 0.1, 0.0), 1.0)
+        return (start if r < 1.0 else 0.95 * r ** -lv.decline_power) * collapse
+    if r <= 1.0:
+        return 1.0
+    if t == "sharp":
+        return 0.0
+    if t == "random":
+        return float(abs(-lambertw(-r * math.exp(-r)) / r))
+    return lv.tail_hit * r ** -lv.tail_power          # cliff_tail
+
+
+def alias(stream_bytes: int, seed: int) -> float:
+    """A deterministic pseudo-random number in [0, 1) for a size: the same at every run."""
+    digest = hashlib.blake2b(f"{seed}:{stream_bytes}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") / 2**32
+
+
+@dataclass(frozen=True)
+class Footprints:
+    """Bytes one launch makes each kind of cache hold."""
+
+    per_cu: float          # distinct bytes streamed on one SM/CU
+    per_xcd: float         # distinct bytes one chiplet's programs stream
+    device: float          # distinct bytes over the device
+    shared_rows: bool      # rows are read by programs on many SMs (one buffer, or rows shared)
+
+
+def mixed_bandwidth(levels: list[SimLevel], fp: Footprints, stream_bytes: int, seed: int,
+                    skip_per_cu: bool) -> float:
+    """Bandwidth of a streaming launch: each level serves what hits in it and missed in the faster
+    ones; times add (harmonic mixing)."""
+    inv_bw, missing, dip = 0.0, 1.0, 1.0
+    for lv in levels:
+        if lv.scope == "per_cu" and skip_per_cu:
+            continue
+        footprint = {"per_cu": fp.per_cu, "per_xcd": fp.per_xcd}.get(lv.scope, fp.device)
+        served_bw = lv.bandwidth_gbs
+        if lv.capacity_bytes is None:
+            h = 1.0
+        elif lv.partitions == 2 and fp.shared_rows:
+            h = lv.hit_rate(2 * footprint / lv.capacity_bytes)   # a copy in each partition
+        else:
+            h = lv.hit_rate(footprint / lv.capacity_bytes)
+            if lv.partitions == 2 and lv.far_bandwidth_gbs:
+                near = hit_rate(2 * footprint / lv.capacity_bytes, lv)
+                served_bw = 1.0 / (near / lv.bandwidth_gbs + (1 - near) / lv.far_bandwidth_gbs)
+        if lv.alias_depth and (0.02 < h < 0.98 or (lv.capacity_bytes and 0.9 < footprint / lv.capacity_bytes <= 1.0)):
+            dip *= 1.0 - lv.alias_depth * alias(stream_bytes, seed)
+        inv_bw += missing * h / served_bw
+        missing *= 1.0 - h
+    return dip / inv_bw

@@ -1,0 +1,144 @@
+"""Simulated-GPU profiles: the JSON schema of the interface document, validated field by field,
+and the built-in profiles (published figures and the reference cards' measured shapes)."""
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from measure.device import DeviceFacts
+from measure.errors import InputError
+from measure.safe_read import read_text_bounded
+from measure.sim_model import TRANSITIONS, SimLevel
+from measure.validate import number, text
+
+BUILTIN_PROFILES = ("h200", "mi300x", "a100", "h100", "v100", "a40", "l40", "mi100", "mi210", "rx6900xt")
+SCOPES = ("per_cu", "per_xcd", "device")
+FACT_KEYS = {"name", "vendor", "arch", "compute_units", "xcds", "l2_bytes_reported", "llc_bytes_reported",
+             "sm_clock_max_mhz", "mem_clock_max_mhz", "memory_bus_width_bits", "total_memory_bytes",
+             "memory_kind", "threads_per_cu", "registers_per_cu", "shared_bytes_per_cu", "warp_size"}
+FAULT_KEYS = ("fail_after_calls", "interrupt_after_calls", "other_processes")
+# optional per-level fields: (lowest, highest, lowest excluded, integer)
+LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
+                "tail_power": (0, 20, True, False), "decline_power": (0, 5, True, False),
+                "collapse_ratio": (1, 20, True, False), "far_bandwidth_gbs": (0, 1e7, True, False),
+                "alias_depth": (0, 0.9, False, False), "latency_ns": (0, 1e6, True, False),
+                "line_bytes": (16, 4096, False, True), "partitions": (1, 2, False, True)}
+
+
+@dataclass
+class SimProfile:
+    facts: DeviceFacts
+    levels: list[SimLevel]
+    noise: float = 0.02
+    outlier_rate: float = 0.0
+    seed: int = 1
+    noise_bursts: list[dict] = field(default_factory=list)
+    faults: dict = field(default_factory=dict)   # fail_after_calls, interrupt_after_calls, other_processes
+
+    def true_capacity(self, name: str) -> int | None:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv.capacity_bytes
+        return None
+
+
+def _level(raw, i: int, last: bool, source: str) -> SimLevel:
+    where = f"profile {source}: level {i + 1}"
+    if not isinstance(raw, dict):
+        raise InputError(f"{where} must be an object")
+    name = text(raw.get("name", f"level{i + 1}"), f"{where}: name", max_len=40)
+    bw = number(raw.get("bandwidth_gbs"), f"{where}: bandwidth_gbs", lo=0, hi=1e7, lo_open=True)
+    cap = raw.get("capacity_bytes")
+    if last:
+        if cap is not None:
+            raise InputError(f"{where}: the last level is main memory and has no capacity_bytes")
+    else:
+        number(cap, f"{where}: capacity_bytes", lo=1024, hi=1 << 50, integer=True)
+    scope = raw.get("scope", "device")
+    if scope not in SCOPES:
+        raise InputError(f"{where}: scope must be one of {', '.join(SCOPES)}")
+    transition = raw.get("transition", "hashed")
+    if transition not in TRANSITIONS:
+        raise InputError(f"{where}: transition must be one of {', '.join(TRANSITIONS)}")
+    extra = {}
+    for key, (lo, hi, lo_open, integer) in LEVEL_RANGES.items():
+        if raw.get(key) is not None:
+            extra[key] = number(raw[key], f"{where}: {key}", lo=lo, hi=hi, lo_open=lo_open, integer=integer)
+    if "line_bytes" in extra and extra["line_bytes"] & (extra["line_bytes"] - 1):
+        raise InputError(f"{where}: line_bytes must be a power of two")
+    return SimLevel(name=name, bandwidth_gbs=float(bw), capacity_bytes=cap, scope=scope,
+                    transition=transition, **{k: (float(v) if k not in ("partitions", "line_bytes") else v)
+                                              for k, v in extra.items()})
+
+
+def _bursts(raw, source: str) -> list[dict]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > 1000:
+        raise InputError(f"profile {source}: noise_bursts must be a list of at most 1000 objects")
+    out = []
+    for i, b in enumerate(raw):
+        where = f"profile {source}: noise_bursts[{i}]"
+        if not isinstance(b, dict):
+            raise InputError(f"{where} must be an object")
+        out.append({"after_calls": number(b.get("after_calls", 0), f"{where}.after_calls", lo=0, integer=True),
+                    "calls": number(b.get("calls", 0), f"{where}.calls", lo=0, integer=True),
+                    "noise": float(number(b.get("noise", 0.2), f"{where}.noise", lo=0, hi=1))})
+    return out
+
+
+def parse_profile(data: dict, source: str = "profile") -> SimProfile:
+    """Validate a profile (schema in the interface document) and build it."""
+    if not isinstance(data, dict):
+        raise InputError(f"profile {source} must be a JSON object")
+    vendor = data.get("vendor", "nvidia")
+    if vendor not in ("nvidia", "amd"):
+        raise InputError(f"profile {source}: vendor must be nvidia or amd, got {vendor!r}")
+    number(data.get("compute_units"), f"profile {source}: compute_units", lo=1, hi=100000, integer=True)
+    raw_levels = data.get("levels")
+    if not isinstance(raw_levels, list) or not 2 <= len(raw_levels) <= 16:
+        raise InputError(f"profile {source}: levels must list at least one cache and main memory (at most 16)")
+    levels = [_level(lv, i, i == len(raw_levels) - 1, source) for i, lv in enumerate(raw_levels)]
+    bws = [lv.bandwidth_gbs for lv in levels]
+    if not all(a > b for a, b in zip(bws, bws[1:])):
+        raise InputError(f"profile {source}: bandwidths must fall from level to level")
+    noise = float(number(data.get("noise", 0.02), f"profile {source}: noise", lo=0, hi=0.5))
+    outliers = float(number(data.get("outlier_rate", 0.0), f"profile {source}: outlier_rate", lo=0, hi=1))
+    seed = number(data.get("seed", 1), f"profile {source}: seed", lo=0, hi=2**63 - 1, integer=True)
+    faults = {k: number(data[k], f"profile {source}: {k}", lo=0, hi=2**62, integer=True)
+              for k in FAULT_KEYS if data.get(k) is not None}
+    facts = DeviceFacts.from_dict({k: v for k, v in data.items() if k in FACT_KEYS}, source=f"profile {source}")
+    facts.name = f"simulated {text(data.get('name', 'gpu'), f'profile {source}: name', max_len=100)}"
+    facts.host = socket.gethostname()
+    facts.simulated = True
+    facts.torch = facts.triton = ""
+    if facts.total_memory_bytes is None:
+        facts.total_memory_bytes = 16 * 2**30
+    return SimProfile(facts=facts, levels=levels, noise=noise, outlier_rate=outliers, seed=seed,
+                      noise_bursts=_bursts(data.get("noise_bursts"), source), faults=faults)
+
+
+def load_profile(name_or_path: str) -> SimProfile:
+    """A built-in profile by name (see BUILTIN_PROFILES) or a profile JSON file."""
+    if name_or_path in BUILTIN_PROFILES:
+        raw = resources.files("measure").joinpath(f"profiles/{name_or_path}.json").read_text()
+        return parse_profile(json.loads(raw), source=name_or_path)
+    path = Path(name_or_path)
+    if not path.exists():
+        raise InputError(f"no built-in profile {name_or_path!r} and no such file; built-in "
+                         f"profiles: {', '.join(BUILTIN_PROFILES)}")
+    raw = read_text_bounded(path, what="profile")
+    try:
+        data = json.loads(raw, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"profile {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise InputError(f"profile {path} is nested too deeply") from None
+    return parse_profile(data, source=str(path))
+
+
+def _reject_constant(name: str):
+    raise InputError(f"a JSON file holds {name}, which is not a number")
