@@ -84,7 +84,8 @@ def main_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", type=Path, help="compare with this result.json after measuring; exit 1 on drift")
     p.add_argument("--json", action="store_true", help="print result.json to stdout instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--budget", type=_positive(int), default=300, help="most kernel measurements (default 300)")
+    p.add_argument("--budget", type=_positive(int), default=400,
+                   help="most kernel measurements, bandwidth and latency together (default 400)")
     p.add_argument("--grid-multiplier", type=_positive(int), default=4,
                    help="programs per SM/CU in the shared sweep (default 4, the seed's)")
     p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
@@ -95,6 +96,8 @@ def main_parser() -> argparse.ArgumentParser:
                         "warm-up then a timed phase read from an in-kernel clock (one wave only)")
     p.add_argument("--no-peaks", action="store_true",
                    help="skip the peak probes (tuned launches inside each plateau)")
+    p.add_argument("--no-latency", action="store_true",
+                   help="skip the pointer-chase latency sweep and its sector and line probes")
     _add_compare_options(p)
     return p
 
@@ -181,22 +184,30 @@ def _open_device(args, gpu_index: int | None, profile: str | None):
 def characterize_one(args, device, out: Path) -> dict:
     """Sweeps, peak probes, analysis and reports for one device; returns result.json's content."""
     from measure.records import MeasurementLog
-    from measure.session import SessionOptions, characterize, probe_level_peaks
+    from measure.session import (SessionOptions, characterize, measure_latency, probe_latency_lines,
+                                 probe_level_peaks)
     from detector.analyze import detect_levels
+    from detector.latency import attach_lines, probe_targets
     from detector.peaks import attach_peaks
     t0 = time.perf_counter()
+    latency = 0 if args.no_latency else min(84, args.budget // 4)
     opts = SessionOptions(sweeps=_sweeps(args), grid_multiplier=args.grid_multiplier, budget=args.budget,
                           max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
-                          timing=args.timing, peak_budget=0 if args.no_peaks else min(24, args.budget // 5))
+                          timing=args.timing, peak_budget=0 if args.no_peaks else min(24, args.budget // 5),
+                          latency_budget=latency)
     bar, on_point = _progress(args, args.budget)
     log = MeasurementLog(out / "measurements.csv")
     try:
         session = characterize(device, log, opts, on_point=on_point)
+        if latency:
+            measure_latency(session, device, log, opts, on_point)
         t = time.perf_counter()
         detection = detect_levels(session.records, device.facts)
         analysis_s = time.perf_counter() - t
         if opts.peak_budget:
             probe_level_peaks(session, detection.levels, log, opts, on_point)
+        if latency:
+            probe_latency_lines(session, probe_targets(detection.levels), log, opts, on_point)
     except KeyboardInterrupt:
         log.close()
         raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
@@ -209,8 +220,9 @@ def characterize_one(args, device, out: Path) -> dict:
         if bar is not None:
             bar.close()
     log.close()
-    # the peak probes are not part of any curve: only their levels' peak figures change
+    # the peak, sector and line probes are not part of any curve: only their levels' figures change
     attach_peaks(detection.levels, session.records)
+    attach_lines(detection.levels, session.records)
     session.method["timing"] = args.timing
     session.method["analysis_seconds"] = round(analysis_s, 3)
     session.method["process_seconds_before_measuring"] = round(t0 - PROCESS_T0, 3)

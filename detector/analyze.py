@@ -17,6 +17,7 @@ from detector.analyze_sweep import analyze_sweep
 from detector.capacity import CapacityEstimate
 from detector.curve import build_curve
 from detector.labels import device_names, documented_bytes, per_cu_names
+from detector.latency import analyze_latency, attach_latency, attach_lines
 from detector.levels import Detection, Level, SweepAnalysis
 from detector.peaks import attach_peaks
 from detector.units import fmt_bytes
@@ -220,8 +221,11 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
             if an is not None:
                 sweeps[name] = an
     if not sweeps:
-        raise InputError("no sweep has enough distinct sizes to analyze (at least 6 are needed; "
-                         "a live run needs a --budget of about 60 or more)")
+        raise InputError("no bandwidth sweep has enough distinct sizes to analyze (at least 6 are "
+                         "needed; a live run needs a --budget of about 60 or more)")
+    chase = analyze_latency(records, warnings)
+    if chase is not None:
+        sweeps["chase"] = chase
     levels: list[Level] = []
     priv, shared = sweeps.get("private"), sweeps.get("shared")
     n_cu = 0
@@ -236,6 +240,9 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
     elif priv is not None and n_cu < len(priv.plateaus):
         levels += _device_levels(priv, n_cu, facts, _footprint_scale(priv), True, warnings)
     attach_peaks(levels, records)
+    if chase is not None:
+        attach_latency(levels, chase, records)
+        attach_lines(levels, records)
     _check_ceilings(levels, facts, warnings)
     if facts.simulated:
         warnings.append("simulated device: these figures come from a model, not from hardware")

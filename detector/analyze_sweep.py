@@ -57,21 +57,21 @@ def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_
     return build_plateaus([[a.first_bin, b.last_bin]], x, y, point_bin)[0]
 
 
-def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray,
-                  point_bin: np.ndarray) -> tuple[list[Plateau], list[Plateau]]:
+def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_bin: np.ndarray,
+                  min_octaves: float = MIN_LEVEL_OCTAVES) -> tuple[list[Plateau], list[Plateau]]:
     """(levels, partial plateaus inside falls)."""
     plats = list(plateaus)
     # neighbouring long plateaus that their own scatter cannot tell apart are one level
     i = 0
     while i < len(plats) - 1:
         a, b = plats[i], plats[i + 1]
-        if min(_octaves(a), _octaves(b)) >= MIN_LEVEL_OCTAVES and not _distinct(a, b):
+        if min(_octaves(a), _octaves(b)) >= min_octaves and not _distinct(a, b):
             plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
             continue
         i += 1
     levels, partials = [], []
     for k, p in enumerate(plats):
-        if k in (0, len(plats) - 1) or (_octaves(p) >= MIN_LEVEL_OCTAVES and _stands_out(p, plats[k - 1])
+        if k in (0, len(plats) - 1) or (_octaves(p) >= min_octaves and _stands_out(p, plats[k - 1])
                                          and _stands_out(p, plats[k + 1])):
             levels.append(p)
         else:
@@ -79,7 +79,8 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray,
     return levels, partials
 
 
-def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
+def analyze_sweep(curve: Curve, warnings: list[str], *,
+                  min_level_octaves: float = MIN_LEVEL_OCTAVES) -> SweepAnalysis | None:
     if len(curve) < MIN_POINTS:
         warnings.append(f"the {curve.sweep} sweep has {len(curve)} distinct sizes; at least "
                         f"{MIN_POINTS} are needed to find plateaus, so it was not analyzed")
@@ -98,7 +99,7 @@ def analyze_sweep(curve: Curve, warnings: list[str]) -> SweepAnalysis | None:
         warnings.append(f"the {curve.sweep} sweep's sizes up to {fmt_bytes(dropped[-1].size_hi_bytes)} "
                         f"run slower than larger ones (loop and launch overhead dominate there); "
                         f"they are left out of the levels")
-    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin)
+    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves)
     steps: list[Step] = []
     usable_until = None
     for i in range(len(plateaus) - 1):

@@ -35,6 +35,13 @@ class Level:
     plateau_hi_bytes: float | None = None
     peak_bandwidth_gbs: float | None = None   # best tuned launch inside the plateau (measure.peak)
     peak_launch: str = ""
+    latency_ns: float | None = None           # a dependent load's latency (one-SM pointer chase)
+    latency_cycles: float | None = None       # ... in SM/CU cycles (in-kernel clock)
+    latency_capacity_bytes: int | None = None  # where the latency knee puts the level's size
+    latency_fall_shape: str = ""
+    latency_steps: list[dict] = field(default_factory=list)   # a level seen in several latency steps
+    line_bytes: int | None = None             # allocation unit (line probe); null where not measured
+    sector_bytes: int | None = None           # what a miss brings in (sector probe)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 from measure.device import DeviceFacts, xcds_for
 from measure.errors import DeviceError
 from measure.kernel_meta import DEVICE_CLOCKS, ELEM_BYTES, flavour_code
-from measure.launch import ClockTiming, LaunchConfig
+from measure.launch import ChaseTiming, ClockTiming, LaunchConfig
 from measure.occupancy import KernelResources, check_single_wave
 from measure import clocks
 
@@ -103,6 +103,11 @@ class TritonGPU:
         self._y = None
         self._compiled: set[tuple] = set()
         self._timed_resources: dict[tuple, KernelResources] = {}
+        self._chain = None          # int64 buffer holding the latency chase's chain
+        self._chain_spec = None     # the chain it holds now, and its visiting order
+        self._chain_order = None
+        self._chain_pos = 0         # partial walks: where along the cycle the next one starts
+        self._lane_starts = None    # the warm-up lanes' first addresses
         self.compile_seconds = 0.0   # first launches of each kernel variant (compile or cache load)
 
     def max_working_set_bytes(self) -> int:
@@ -230,6 +235,88 @@ class TritonGPU:
         gave_up = int(sum((r[:, 2] >= MAX_SPINS).sum() for r in readings))
         return ClockTiming(longest, spread, per_cu, clock["name"], gave_up)
 
+    def _build_chain(self, spec) -> None:
+        """Write ``spec``'s chain into the chain buffer (on the GPU: a random cycle from torch's
+        seeded generator, or address order), unless it holds it already."""
+        from measure.chains import ELEMENT_BYTES
+        torch = self.torch
+        if self._chain_spec == spec:
+            return
+        words = spec.span_bytes // ELEMENT_BYTES
+        if self._chain is None or self._chain.numel() < words:
+            self._chain = None
+            try:
+                self._chain = torch.zeros(words, dtype=torch.int64, device=f"cuda:{self.index}")
+            except torch.OutOfMemoryError:
+                raise DeviceError(f"could not allocate {spec.span_bytes / 2**20:.0f} MiB for the latency "
+                                  f"chain on GPU {self.index}; free memory or use --no-latency") from None
+        dev = self._chain.device
+        if spec.sequential:
+            order = torch.arange(spec.elements, device=dev, dtype=torch.int64)
+        else:
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(spec.seed)
+            order = torch.randperm(spec.elements, generator=gen, device=dev, dtype=torch.int64)
+        base = self._chain.data_ptr()
+        stride = spec.slot_bytes // ELEMENT_BYTES
+        self._chain[order * stride] = base + torch.roll(order, -1) * spec.slot_bytes
+        lanes = torch.as_tensor(spec.lane_positions(), device=dev)
+        self._lane_starts = base + order[lanes] * spec.slot_bytes
+        self._chain_spec, self._chain_order, self._chain_pos = spec, order, 0
+
+    def _flush_l2(self) -> None:
+        """Read a buffer of 4x the largest cache, so no chain line written before stays cached."""
+        torch = self.torch
+        largest = max(self.facts.l2_bytes_reported or 64 << 20, self.facts.llc_bytes_reported or 0)
+        words = min(4 * largest, 1 << 30) // 4
+        if self._x is None or self._x.numel() < words:
+            self.reserve(words * 4)
+        float(self._x[:words].sum())
+
+    def time_chase(self, spec, warm_hops: int, hops: Sequence[int], repeats: int) -> ChaseTiming:
+        from measure.chains import WARM_LANES
+        from measure.chase import chase_kernel
+        torch = self.torch
+        clock = DEVICE_CLOCKS[self.facts.vendor]["code"]
+        dev = f"cuda:{self.index}"
+        out = torch.zeros(3, dtype=torch.int64, device=dev)
+
+        def launch(start: int, n_hops: int) -> None:
+            chase_kernel[(1,)](start, self._lane_starts, out, warm_hops, n_hops, L2ONLY=spec.l2only, CLOCK=clock,
+                               ASM=1 if self.facts.vendor == "nvidia" else 0, WARM_LANES=WARM_LANES,
+                               num_warps=1)
+
+        def start_address(n_hops: int) -> int:
+            if not spec.partial:
+                return self._chain.data_ptr() + int(self._chain_order[0]) * spec.slot_bytes
+            # a partial walk starts where no earlier walk of this chain has been: fresh lines
+            pos = self._chain_pos % spec.elements
+            self._chain_pos += warm_hops + n_hops
+            return self._chain.data_ptr() + int(self._chain_order[pos]) * spec.slot_bytes
+
+        def run():
+            self._build_chain(spec)
+            if spec.partial:
+                self._flush_l2()
+            if ("chase", spec.l2only) not in self._compiled:
+                self._timed_compile(("chase", spec.l2only), lambda: launch(start_address(16), 16))
+            events = []
+            for _ in range(repeats):
+                for n_hops in hops:
+                    start = start_address(n_hops)
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                    launch(start, n_hops)
+                    b.record()
+                    events.append((a, b))
+            torch.cuda.synchronize()
+            return events, out.cpu().numpy()
+
+        events, reading = self._guarded(run)
+        ms = np.array([a.elapsed_time(b) for a, b in events], dtype=float).reshape(repeats, len(hops)).T
+        tick = DEVICE_CLOCKS[self.facts.vendor]["ns_per_tick"]
+        return ChaseTiming(tuple(hops), ms, float(reading[0]), float(reading[1]) * tick)
+
     def sm_clock_mhz(self) -> float | None:
         return self._clock.sm_clock_mhz()
 
@@ -237,6 +324,6 @@ class TritonGPU:
         return self._clock.other_processes()
 
     def close(self) -> None:
-        self._x = self._y = None
+        self._x = self._y = self._chain = self._chain_order = None
         self._clock.close()
 

@@ -65,6 +65,18 @@ class ClockTiming:
     barrier_gave_up: int = 0      # programs whose grid barrier timed out (not one wave after all)
 
 
+@dataclass(frozen=True)
+class ChaseTiming:
+    """One pointer-chase measurement: launch times per hop count (ms, shape (len(hops), repeats),
+    for the load-iteration regression), and the in-kernel readings of the last launch's timed
+    hops (SM cycles, and ns from a device timer)."""
+
+    hops: tuple[int, ...]
+    event_ms: np.ndarray
+    cycles: float
+    clock_ns: float
+
+
 class TimingDevice(Protocol):
     """What a sweep needs from a device. `measure.gpu.TritonGPU` and
     `measure.simulated.SimulatedGPU` both implement it."""
@@ -81,6 +93,10 @@ class TimingDevice(Protocol):
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
                        load_iters: int, repeats: int) -> ClockTiming:
         """In-kernel timing: warm-up passes, then ``load_iters`` passes timed by a device clock."""
+
+    def time_chase(self, spec, warm_hops: int, hops: Sequence[int], repeats: int) -> ChaseTiming:
+        """Pointer chase over the chain ``spec`` (measure.chains.ChainSpec): per launch, ``warm_hops``
+        untimed hops and then each count of ``hops`` timed ones."""
 
     def sm_clock_mhz(self) -> float | None:
         """The SM/CU clock now, where it can be read."""

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, TextIO
 
-SWEEPS = ("private", "shared")
-PHASES = ("calibrate", "coarse", "refine", "check", "peak")
+SWEEPS = ("private", "shared", "chase")
+METRICS = ("bandwidth", "latency")
+PHASES = ("calibrate", "coarse", "refine", "check", "peak", "sector", "line")
 # flags that make a point unusable: beyond a physical ceiling, or in-kernel timing whose grid
 # barrier timed out (the programs did not all run in one wave)
 REJECTED_FLAGS = frozenset({"above_ceiling", "not_one_wave"})
@@ -24,8 +25,9 @@ REJECTED_FLAGS = frozenset({"above_ceiling", "not_one_wave"})
 class Measurement:
     """One kernel measurement: a working set, the bandwidth the regression fit gave, and how.
 
-    ``working_set_bytes`` is per SM/CU for the ``private`` sweep and the aggregate over all
-    programs for the ``shared`` sweep. ``bandwidth_gbs`` is decimal GB/s (1e9 B/s).
+    ``working_set_bytes`` is per SM/CU for the ``private`` sweep, the aggregate over all
+    programs for the ``shared`` sweep, and the chain's bytes for the one-program ``chase``.
+    ``bandwidth_gbs`` is decimal GB/s (1e9 B/s).
     """
 
     sweep: str
@@ -46,6 +48,13 @@ class Measurement:
     flags: str = ""                # ";"-joined: poor_r2, above_ceiling, remeasured, noisy, not_one_wave
     sm_clock_mhz: float = math.nan
     t_s: float = 0.0               # seconds since the start of the run
+    metric: str = "bandwidth"      # "latency": a pointer chase (sweep "chase"); bandwidth_gbs is then
+                                   # slot bytes per hop time, a rate that mixes like bandwidth
+    latency_ns: float = math.nan   # ns per dependent load (chase)
+    latency_cycles: float = math.nan   # SM/CU cycles per dependent load (chase, in-kernel clock)
+    stride_bytes: int = 0          # chase: bytes from one chain element's slot to the next
+    order: str = ""                # chase: "random" (one cycle) or "sequential" (address order)
+    target: str = ""               # probes: the level a sector or line probe is for
 
     @property
     def flag_set(self) -> set[str]:
@@ -100,8 +109,10 @@ class MeasurementLog:
 def _row(record: Measurement) -> dict:
     row = dataclasses.asdict(record)
     for k, v in row.items():
-        if isinstance(v, float):
-            row[k] = "" if math.isnan(v) else repr(v)
+        if isinstance(v, float):   # numpy floats too: written as plain Python float reprs
+            row[k] = "" if math.isnan(v) else repr(float(v))
+        elif isinstance(v, int) and not isinstance(v, bool):
+            row[k] = str(int(v))
     return row
 
 

@@ -25,8 +25,9 @@ class SessionOptions:
     private_programs_per_cu: int = 4   # one shared buffer: more programs per SM never blur the knee
     shared_block_size: int = 1024
     shared_num_warps: int = 8
-    budget: int = 300                 # measurements over both sweeps and the peak probes
+    budget: int = 400                 # measurements over the sweeps, the peak and the latency probes
     peak_budget: int = 24             # of which the peak probes may take this many
+    latency_budget: int = 84          # ... and the latency sweep and its probes this many (0: none)
     timing: str = "events"            # "events" (regression) or "device" (in-kernel clock)
     max_working_set_bytes: int | None = None
     points_per_octave: int = 4
@@ -39,6 +40,7 @@ class SessionReport:
     warnings: list[str] = field(default_factory=list)
     meter: PointMeter | None = None
     configs: dict[str, LaunchConfig] = field(default_factory=dict)   # each sweep's launch
+    latency_meter: object = None      # measure.latency.LatencyMeter, once the chase has run
 
 
 def _largest_cache(facts: DeviceFacts) -> int:
@@ -50,7 +52,7 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     warnings = []
     cus = facts.compute_units
     plans = []
-    sweep_budget = max(opts.budget - opts.peak_budget, 2 * len(opts.sweeps))
+    sweep_budget = max(opts.budget - opts.peak_budget - opts.latency_budget, 2 * len(opts.sweeps))
     share = sweep_budget // max(len(opts.sweeps), 1)
     if "private" in opts.sweeps:
         # every program streams one buffer: each SM's L1 holds it once, and the L2 holds a single
@@ -137,5 +139,44 @@ def probe_level_peaks(session: SessionReport, levels, log: MeasurementLog, opts:
     t = time.perf_counter()
     n = probe_peaks(session.meter, targets, session.configs, log, budget, on_point)
     session.method["peak_probes"] = {"measurements": n, "seconds": round(time.perf_counter() - t, 3)}
+    session.records = log.records
+    return n
+
+
+LATENCY_PROBE_SHARE = 16   # of the latency budget, kept for the sector and line probes
+
+
+def measure_latency(session: SessionReport, device: TimingDevice, log: MeasurementLog, opts: SessionOptions,
+                    on_point=None) -> int:
+    """The dense pointer chase (measure.latency); the probes follow once levels are known."""
+    from measure.latency import LatencyMeter, plan_latency, run_latency_sweep
+    if opts.latency_budget <= 0:
+        return 0
+    memory_cap = device.max_working_set_bytes()
+    if opts.max_working_set_bytes:
+        memory_cap = min(memory_cap, opts.max_working_set_bytes)
+    t = time.perf_counter()
+    meter = LatencyMeter(device, t0=session.meter.t0 if session.meter else None)
+    plan = plan_latency(device.facts, memory_cap, max(opts.latency_budget - LATENCY_PROBE_SHARE, 10))
+    n = len(run_latency_sweep(meter, plan, log, on_point))
+    session.latency_meter = meter
+    session.method["latency"] = {"measurements": n, "seconds": round(time.perf_counter() - t, 3),
+                                 "max_chain_bytes": plan.max_bytes}
+    session.records = log.records
+    return n
+
+
+def probe_latency_lines(session: SessionReport, targets, log: MeasurementLog, opts: SessionOptions,
+                        on_point=None) -> int:
+    """Sector and line probes for the levels the latency sweep matched (plain data from the
+    detector: name, chain bytes at the knee, skip L1, walk cold)."""
+    from measure.latency import ProbeTarget, run_probes
+    if session.latency_meter is None or not targets:
+        return 0
+    t = time.perf_counter()
+    probes = [ProbeTarget(name, size, l2only, cold) for name, size, l2only, cold in targets]
+    n = run_probes(session.latency_meter, probes, log, LATENCY_PROBE_SHARE, on_point)
+    session.method.setdefault("latency", {})["probe_measurements"] = n
+    session.method["latency"]["probe_seconds"] = round(time.perf_counter() - t, 3)
     session.records = log.records
     return n

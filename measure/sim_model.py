@@ -47,7 +47,9 @@ class SimLevel:
     far_bandwidth_gbs: float | None = None
     alias_depth: float = 0.0
     latency_ns: float | None = None       # load-to-use latency of a hit (pointer chase)
-    line_bytes: int | None = None         # line size (stride sweep)
+    far_latency_ns: float | None = None   # partitions 2: a hit in the far partition
+    line_bytes: int | None = None         # allocation unit (default 128)
+    sector_bytes: int | None = None       # what a miss brings in (default: the line)
 
     def hit_rate(self, ratio: float) -> float:
         """Hit rate of a cyclic sweep over ``ratio`` x the capacity."""
@@ -113,3 +115,42 @@ def mixed_bandwidth(levels: list[SimLevel], fp: Footprints, stream_bytes: int, s
         inv_bw += missing * h / served_bw
         missing *= 1.0 - h
     return dip / inv_bw
+
+
+DEFAULT_LATENCY_NS = {"per_cu": 25.0, "per_xcd": 200.0, "device": 250.0, None: 600.0}
+
+
+def level_latency(lv: SimLevel) -> float:
+    if lv.latency_ns:
+        return lv.latency_ns
+    return DEFAULT_LATENCY_NS[lv.scope] if lv.capacity_bytes else DEFAULT_LATENCY_NS[None]
+
+
+def chase_latency_ns(levels: list[SimLevel], elements: int, slot_bytes: int, sequential: bool,
+                     l2only: bool, cold: bool) -> float:
+    """Mean latency of a hop of a one-program pointer chase. A random chain of ``elements`` in
+    slots of ``slot_bytes`` occupies elements x min(slot, line) bytes of a cache; a walk in
+    address order also hits the part of each fetched sector it has not used yet; a cold (partial)
+    walk finds nothing it has not brought in itself."""
+    lat, missing = 0.0, 1.0
+    for lv in levels:
+        if lv.scope == "per_cu" and l2only:
+            continue
+        if lv.capacity_bytes is None:
+            lat += missing * level_latency(lv)
+            break
+        line = lv.line_bytes or 128
+        fetch = lv.sector_bytes or line
+        footprint = elements * min(slot_bytes, line)
+        h_cap = 0.0 if cold else hit_rate(footprint / lv.capacity_bytes, lv)
+        near = h_cap
+        if lv.partitions == 2 and lv.far_latency_ns and not cold:
+            near = hit_rate(2 * footprint / lv.capacity_bytes, lv)
+        h = h_cap
+        if sequential:
+            h = h_cap + (1 - h_cap) * max(0.0, 1 - slot_bytes / fetch)
+            near = near + (h - h_cap)
+        far_lat = lv.far_latency_ns or level_latency(lv)
+        lat += missing * (min(near, h) * level_latency(lv) + max(h - near, 0.0) * far_lat)
+        missing *= 1.0 - h
+    return lat

@@ -25,7 +25,9 @@ LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
                 "tail_power": (0, 20, True, False), "decline_power": (0, 5, True, False),
                 "collapse_ratio": (1, 20, True, False), "far_bandwidth_gbs": (0, 1e7, True, False),
                 "alias_depth": (0, 0.9, False, False), "latency_ns": (0, 1e6, True, False),
-                "line_bytes": (16, 4096, False, True), "partitions": (1, 2, False, True)}
+                "far_latency_ns": (0, 1e6, True, False), "line_bytes": (16, 4096, False, True),
+                "sector_bytes": (8, 4096, False, True), "partitions": (1, 2, False, True)}
+INTEGER_FIELDS = ("partitions", "line_bytes", "sector_bytes")
 
 
 @dataclass
@@ -67,10 +69,11 @@ def _level(raw, i: int, last: bool, source: str) -> SimLevel:
     for key, (lo, hi, lo_open, integer) in LEVEL_RANGES.items():
         if raw.get(key) is not None:
             extra[key] = number(raw[key], f"{where}: {key}", lo=lo, hi=hi, lo_open=lo_open, integer=integer)
-    if "line_bytes" in extra and extra["line_bytes"] & (extra["line_bytes"] - 1):
-        raise InputError(f"{where}: line_bytes must be a power of two")
+    for key in ("line_bytes", "sector_bytes"):
+        if key in extra and extra[key] & (extra[key] - 1):
+            raise InputError(f"{where}: {key} must be a power of two")
     return SimLevel(name=name, bandwidth_gbs=float(bw), capacity_bytes=cap, scope=scope,
-                    transition=transition, **{k: (float(v) if k not in ("partitions", "line_bytes") else v)
+                    transition=transition, **{k: (v if k in INTEGER_FIELDS else float(v))
                                               for k, v in extra.items()})
 
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from measure.errors import DeviceError
 from measure.kernel_meta import ELEM_BYTES
-from measure.launch import ClockTiming, LaunchConfig
+from measure.launch import ChaseTiming, ClockTiming, LaunchConfig
 from measure.occupancy import KernelResources, check_single_wave
-from measure.sim_model import Footprints, SimLevel, mixed_bandwidth  # noqa: F401  (re-exported)
+from measure.sim_model import Footprints, SimLevel, chase_latency_ns, mixed_bandwidth  # noqa: F401
 from measure.sim_profile import BUILTIN_PROFILES, SimProfile, load_profile, parse_profile  # noqa: F401
 
 
@@ -45,6 +45,7 @@ class SimulatedGPU:
         self.facts = profile.facts
         self._rng = np.random.default_rng(profile.seed)
         self.calls = 0
+        self.modeled_gpu_seconds = 0.0   # what the launches would take on the card the profile models
 
     def max_working_set_bytes(self) -> int:
         return int(self.facts.total_memory_bytes * 0.6)
@@ -98,6 +99,7 @@ class SimulatedGPU:
         jitter = self._rng.normal(0.0, 0.0004, size=(len(load_iters), repeats))
         per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
         ms = self.INTERCEPT_MS + iters * pass_ms * per_launch + np.abs(jitter)
+        self.modeled_gpu_seconds += float(ms.sum()) / 1e3 + float(iters.max()) * pass_ms / 1e3   # + warm-up
         if noise > self.profile.noise:
             # a busy GPU time-slices: some launches wait behind another process's kernels
             waits = self._rng.random(ms.shape) < 0.5
@@ -114,6 +116,24 @@ class SimulatedGPU:
         longest = np.round(phase_ns * per_launch / 32.0) * 32.0
         spread = np.abs(self._rng.normal(800.0, 200.0, size=repeats))
         return ClockTiming(longest, spread, per_cu, "simulated 32 ns clock")
+
+    def chase_ns(self, spec) -> float:
+        """The noiseless model latency of one hop of ``spec``'s chase."""
+        return chase_latency_ns(self.profile.levels, spec.elements, spec.slot_bytes, spec.sequential,
+                                spec.l2only, spec.partial)
+
+    def time_chase(self, spec, warm_hops: int, hops: Sequence[int], repeats: int) -> ChaseTiming:
+        noise = self._noise_now()
+        self.calls += 1
+        hop_ns = self.chase_ns(spec) * math.exp(self._rng.normal(0.0, noise))
+        hops_arr = np.asarray(hops, dtype=float)[:, None]
+        per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(hops), repeats))
+        # the warm-up lanes walk at once: about as long as one lane's hops
+        ms = self.INTERCEPT_MS + (warm_hops + hops_arr) * hop_ns * per_launch / 1e6
+        self.modeled_gpu_seconds += float(ms.sum()) / 1e3
+        clock_ghz = (self.facts.sm_clock_max_mhz or 1500.0) / 1000.0
+        timed = float(hops[-1]) * hop_ns
+        return ChaseTiming(tuple(hops), ms, timed * clock_ghz, np.round(timed / 32.0) * 32.0)
 
     @staticmethod
     def kernel_resources(num_warps: int) -> KernelResources:

@@ -39,6 +39,12 @@ class SweepPlan:
     max_repeats: int = 3              # probes of one size while its side is undecided
     min_step: float = 0.03            # smallest relative change (log) treated as a transition
     resolution: float = 0.0025        # bisection stops at this relative bracket (or one granule)
+    crossings: tuple[float, ...] = CROSSINGS   # hit rates whose crossings are bisected
+    # transitions that start past large_bytes (costly points: the latency chase's long chains)
+    # bisect only these crossings, to this resolution
+    large_bytes: float = float("inf")
+    large_crossings: tuple[float, ...] = CROSSINGS
+    large_resolution: float = 0.0025
 
     def coarse_sizes(self) -> list[int]:
         lo, hi = self.min_stream_bytes, self.max_stream_bytes
@@ -109,9 +115,13 @@ class AdaptiveSweep:
             self.recheck_outliers(coarse, levels)
             levels = np.array([self.state.level(s) for s in coarse])
             transitions = self.find_transitions(coarse, levels)
-            for q in CROSSINGS:
+            for q in self.plan.crossings:
                 for tr in sorted(transitions, key=lambda t: -abs(t.hi_log - t.lo_log)):
-                    self.bisect(coarse[tr.left], coarse[tr.right], tr, q)
+                    large = coarse[tr.left] >= self.plan.large_bytes
+                    if large and q not in self.plan.large_crossings:
+                        continue
+                    self.bisect(coarse[tr.left], coarse[tr.right], tr, q,
+                                self.plan.large_resolution if large else self.plan.resolution)
         return self.log.records[start:]
 
     def recheck_outliers(self, sizes: list[int], levels: np.ndarray) -> None:
@@ -166,7 +176,7 @@ class AdaptiveSweep:
             left = s
         return None
 
-    def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float) -> None:
+    def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float, resolution: float) -> None:
         # the bandwidth at which a share q of the loads hits the faster level (harmonic mixing)
         threshold = -math.log10(q * 10 ** -tr.hi_log + (1 - q) * 10 ** -tr.lo_log)
         hi_is_above = tr.hi_log > tr.lo_log
@@ -176,7 +186,7 @@ class AdaptiveSweep:
             if bracket is None:
                 return
             left, right = bracket
-            if right - left <= max(GRANULE_BYTES, self.plan.resolution * left):
+            if right - left <= max(GRANULE_BYTES, resolution * left):
                 return
             if right / left > 1.05:
                 mid = round_to_granule(math.sqrt(left * right))

@@ -134,3 +134,57 @@ def test_in_kernel_timing_refuses_a_second_wave(gpu):
     cfg = LaunchConfig("shared", gpu.facts.compute_units * 16, 1024, 8, 1, "l2only")
     with pytest.raises(NotOneWaveError, match="one wave"):
         gpu.time_in_kernel(cfg, 256 * 4, 1, 2, 1)
+
+
+# -- the pointer chase -------------------------------------------------------------------------
+
+def test_chase_walks_the_chain_on_gpu(gpu):
+    """The kernel follows the chain the device built: after k timed hops it stands where a walk
+    of the same chain on the host stands."""
+    import torch
+    from measure.chains import ChainSpec
+    spec = ChainSpec(1000, 64, seed=5)
+    warm, _ = spec.walk()
+    gpu.time_chase(spec, warm, [37], 1)
+    order = gpu._chain_order.cpu().numpy()
+    base = gpu._chain.data_ptr()
+    host = gpu._chain[: spec.span_bytes // 8].cpu().numpy()
+    p = base + int(order[0]) * 64
+    for _ in range(37):
+        p = int(host[(p - base) // 8])
+    out = torch.zeros(3, dtype=torch.int64, device="cuda")
+    from measure.chase import chase_kernel
+    from measure.chains import WARM_LANES
+    chase_kernel[(1,)](base + int(order[0]) * 64, gpu._lane_starts, out, warm, 37, L2ONLY=False,
+                       CLOCK=0 if not torch.version.hip else 1, ASM=0 if torch.version.hip else 1,
+                       WARM_LANES=WARM_LANES, num_warps=1)
+    assert int(out[2].item()) == p
+
+
+def test_chase_l1_hit_is_fast_and_clocks_agree(gpu):
+    """A chain in L1: tens of ns per hop; the regression, the device timer and the cycle counter
+    agree at the SM clock read during the run."""
+    from measure.chains import ChainSpec
+    from measure.latency import LatencyMeter
+    m = LatencyMeter(gpu).measure_chain(ChainSpec(512), phase="coarse")
+    assert 5 < m.latency_ns < 60, m.latency_ns
+    clock = gpu.sm_clock_mhz()
+    if clock and m.latency_cycles == m.latency_cycles:
+        assert abs(m.latency_cycles / (m.latency_ns * clock / 1000) - 1) < 0.15
+
+
+def test_chase_ptx_has_no_index_arithmetic():
+    import torch
+    from measure.chase import chase_kernel
+    from measure.chains import WARM_LANES
+    if torch.version.hip:
+        pytest.skip("PTX check")
+    buf = torch.zeros(8, dtype=torch.int64, device="cuda")
+    buf[0] = buf.data_ptr()
+    lanes = torch.full((WARM_LANES,), buf.data_ptr(), dtype=torch.int64, device="cuda")
+    out = torch.zeros(3, dtype=torch.int64, device="cuda")
+    k = chase_kernel[(1,)](buf.data_ptr(), lanes, out, 1, 4, L2ONLY=False, CLOCK=0, ASM=1, WARM_LANES=WARM_LANES,
+                           num_warps=1)
+    assert int(out[2].item()) == buf.data_ptr()      # a one-element cycle returns to itself
+    loop = re.findall(r"ld\.global\.u64 (%rd\d+), \[(%rd\d+)\];", k.asm["ptx"])
+    assert loop and any(a == b for a, b in loop)     # the loaded value is the next address

@@ -1,0 +1,178 @@
+"""The pointer-chase signal beside bandwidth: latency per level, knees matched to the bandwidth
+levels, and the sector and line probes.
+
+The chase curve (one program, chains of growing size) is segmented like a bandwidth curve: its
+rate (slot bytes per hop) mixes harmonically with the hit rate, so plateaus, knees and fall
+shapes come from the same code. Each latency plateau is then matched to a level found by
+bandwidth: a knee within a factor of 1.6 of a level's capacity is that level, seen twice (both
+signals agree: higher confidence; sizes that differ are reported, never averaged); a knee well
+inside a level is a step the bandwidth sweep could not show (the near half of a split L2, as one
+SM sees it) and is reported with its size and latency; the last plateau is memory.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from detector.analyze_sweep import analyze_sweep
+from detector.curve import build_curve
+from detector.levels import Level, SweepAnalysis
+from detector.units import fmt_bytes
+from measure.chains import DENSE_SLOT_BYTES
+from measure.records import REJECTED_FLAGS, Measurement
+
+NEAR_OCTAVES = 1.0        # a latency plateau this long inside a level is a part of it (a near half)
+MIN_OCTAVES = 0.5         # latency plateaus this long are kept apart (the H200's far L2 half: ~0.7)
+AGREE = (2048, 0.03)      # knees agree when within 2 KiB or 3%
+LINE_CANDIDATES = (32, 64, 128, 256)
+
+
+def chase_curve(records: list[Measurement]):
+    """The dense chase's points (random cycles at the dense slot size)."""
+    rows = [r for r in records if r.sweep == "chase" and r.phase in ("coarse", "refine", "check")
+            and r.order != "sequential" and r.stride_bytes in (0, DENSE_SLOT_BYTES)]
+    return build_curve(rows, "chase") if rows else None
+
+
+def analyze_latency(records: list[Measurement], warnings: list[str]) -> SweepAnalysis | None:
+    curve = chase_curve(records)
+    if curve is None:
+        return None
+    return analyze_sweep(curve, warnings, min_level_octaves=MIN_OCTAVES)
+
+
+def _ns(bandwidth_gbs: float) -> float:
+    return DENSE_SLOT_BYTES / bandwidth_gbs
+
+
+def _cycles(an: SweepAnalysis, records: list[Measurement], i: int) -> float | None:
+    p = an.plateaus[i]
+    vals = [r.latency_cycles for r in records if r.sweep == "chase" and r.phase in ("coarse", "refine", "check")
+            and p.size_lo_bytes <= r.working_set_bytes <= p.size_hi_bytes and math.isfinite(r.latency_cycles)]
+    return round(float(np.median(vals)), 1) if vals else None
+
+
+def _set_latency(lv: Level, an: SweepAnalysis, records, i: int) -> None:
+    lv.latency_ns = round(_ns(an.plateaus[i].bandwidth_gbs), 2)
+    lv.latency_cycles = _cycles(an, records, i)
+
+
+def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measurement]) -> None:
+    """Latency per level, the knees matched to the bandwidth levels (see the module docstring).
+
+    Each latency knee belongs to the cache level whose capacity it is nearest (in log size,
+    between the geometric midpoints of neighbouring capacities). Of a level's knees, the one
+    nearest its capacity is the level's own; a knee before it that ends a long plateau (an
+    octave or more) is a step inside the level (a near part); shorter plateaus, and partial
+    plateaus inside the falls, are reported as what the chase saw on the way."""
+    caches = [lv for lv in levels if lv.capacity_bytes]
+    memory = levels[-1] if levels and levels[-1].capacity_bytes is None else None
+    if memory is not None and an.plateaus:
+        _set_latency(memory, an, records, len(an.plateaus) - 1)
+    if not caches:
+        return
+    logs = [math.log(lv.capacity_bytes) for lv in caches]
+    bounds = [(a + b) / 2 for a, b in zip(logs, logs[1:])] + [math.inf]
+    groups: list[list[int]] = [[] for _ in caches]
+    for i, st in enumerate(an.steps):
+        x = math.log(st.estimate.capacity_bytes)
+        groups[next(g for g, b in enumerate(bounds) if x <= b)].append(i)
+    for lv, knees in zip(caches, groups):
+        if not knees:
+            lv.notes.append("the latency sweep shows no knee near this size")
+            continue
+        own = min(knees, key=lambda i: abs(math.log(an.steps[i].estimate.capacity_bytes / lv.capacity_bytes)))
+        near = [i for i in knees if i < own and _octaves(an.plateaus[i]) >= NEAR_OCTAVES
+                and (i > 0 or lv is not caches[0])]
+        first = near[0] if near else own
+        _set_latency(lv, an, records, first)
+        knee = an.steps[own].estimate
+        lv.latency_capacity_bytes = int(round(knee.capacity_bytes))
+        lv.latency_fall_shape = knee.shape
+        parts = [(an.plateaus[i], an.steps[i].estimate.capacity_bytes) for i in near + [own]]
+        if len(parts) > 1:
+            lv.latency_steps = [{"latency_ns": round(_ns(p.bandwidth_gbs), 2), "up_to_bytes": int(round(up))}
+                                for p, up in parts]
+            said = ", then ".join(f"{_ns(p.bandwidth_gbs):.0f} ns up to {fmt_bytes(up)}" for p, up in parts)
+            halves = lv.name == "L2" and len(parts) == 2
+            lv.notes.append(f"the latency sweep (one SM) sees it in {len(parts)} steps: {said}"
+                            + (" (the near and far halves of a split L2)" if halves else ""))
+        for p in an.steps[own].partials:
+            lv.notes.append(f"past its latency knee the chase sees {_ns(p.bandwidth_gbs):.0f} ns from "
+                            f"{fmt_bytes(p.size_lo_bytes)} to {fmt_bytes(p.size_hi_bytes)}, inside the fall")
+        _judge_agreement(lv, knee.capacity_bytes)
+
+
+def _octaves(p) -> float:
+    return math.log2(p.size_hi_bytes / p.size_lo_bytes)
+
+
+def _judge_agreement(lv: Level, knee_bytes: float) -> None:
+    diff = abs(knee_bytes - lv.capacity_bytes)
+    if diff <= max(AGREE[0], AGREE[1] * lv.capacity_bytes):
+        lv.notes.append(f"the latency knee ({fmt_bytes(knee_bytes)}) agrees with the bandwidth capacity")
+        lv.confidence = round(min(1.0, lv.confidence + 0.5 * (1 - lv.confidence)), 3)
+    else:
+        lv.notes.append(f"the latency knee ({fmt_bytes(knee_bytes)}) and the bandwidth capacity "
+                        f"({fmt_bytes(lv.capacity_bytes)}) disagree by {diff / lv.capacity_bytes:.0%}; "
+                        f"both are reported, neither is averaged")
+
+
+def probe_targets(levels: list[Level]) -> list[tuple[str, float, bool, bool]]:
+    """(level, chain bytes at its latency knee, skip L1, walk cold) for the sector and line probes."""
+    out = []
+    caches = [lv for lv in levels if lv.latency_capacity_bytes]
+    for j, lv in enumerate(caches):
+        past_l1 = lv.scope != "per_cu"
+        last = j == len(caches) - 1
+        out.append((lv.name, float(lv.latency_capacity_bytes), past_l1, past_l1 and last))
+    return out
+
+
+def _dense_latency_at(records: list[Measurement], size: float) -> float | None:
+    """The dense chase's latency at ``size`` bytes, interpolated in log size."""
+    curve = chase_curve(records)
+    if curve is None or not curve.size_bytes[0] <= size <= curve.size_bytes[-1]:
+        return None
+    lat = DENSE_SLOT_BYTES / curve.bandwidth_gbs
+    return float(np.exp(np.interp(math.log(size), np.log(curve.size_bytes), np.log(lat))))
+
+
+def attach_lines(levels: list[Level], records: list[Measurement]) -> None:
+    """Sector and line size per level from the probes (null where not measured)."""
+    usable = [r for r in records if r.sweep == "chase" and math.isfinite(r.latency_ns)
+              and not r.flag_set & REJECTED_FLAGS]
+    for lv in levels:
+        sector = {r.stride_bytes: r.latency_ns for r in usable if r.phase == "sector" and r.target == lv.name}
+        if len(sector) >= 3:
+            strides = sorted(sector)
+            lo, hi = sector[strides[0]], sector[strides[-1]]
+            if hi > 1.2 * lo:   # small strides clearly cheaper: some hops hit what a miss brought in
+                lv.sector_bytes = next(s for s in strides if sector[s] >= hi - 0.1 * (hi - lo))
+        lines = [r for r in usable if r.phase == "line" and r.target == lv.name]
+        if lines:
+            _line_size(lv, lines, records)
+
+
+def _line_size(lv: Level, probes: list[Measurement], records: list[Measurement]) -> None:
+    """The line size whose footprints (elements x line) put the probes' latencies where the
+    dense curve has them; none if no candidate explains every probe within 15%."""
+    errors = {}
+    for line in LINE_CANDIDATES:
+        err = []
+        for r in probes:
+            pred = _dense_latency_at(records, r.working_set_bytes // r.stride_bytes * line)
+            if pred is None:
+                break
+            err.append(abs(math.log(r.latency_ns / pred)))
+        else:
+            errors[line] = max(err)
+    if not errors:
+        return
+    best = min(errors, key=errors.get)
+    if errors[best] < math.log(1.15):
+        lv.line_bytes = best
+    else:
+        lv.notes.append(f"the line probes match no line size of {', '.join(map(str, LINE_CANDIDATES))} B "
+                        f"on the dense chase curve (best {best} B, off by {math.exp(errors[best]) - 1:.0%})")
