@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from detector.analyze_sweep import analyze_sweep
-from detector.capacity import CapacityEstimate
+from detector.capacity import CapacityEstimate, estimate_capacity
 from detector.curve import build_curve
 from detector.labels import device_names, documented_bytes, per_cu_names
 from detector.latency import analyze_latency, attach_latency, attach_lines
@@ -43,8 +43,10 @@ def _confidence(an: SweepAnalysis, step_index: int) -> float:
     if not an.segmentation.cross_checked:
         c *= 0.8
     near = (an.curve.size_bytes >= e.low_bytes) & (an.curve.size_bytes <= e.high_bytes)
-    if near.any():
-        c *= 1 - 0.5 * float(an.curve.noisy[near].mean())
+    flagged = np.count_nonzero((an.curve.flagged_bytes >= e.low_bytes / 1.5) & (an.curve.flagged_bytes <= e.high_bytes * 1.5))
+    if near.any() or flagged:
+        c *= 1 - 0.5 * min(1.0, max(float(an.curve.noisy[near].mean()) if near.any() else 0.0,
+                                    flagged / max(flagged + int(near.sum()), 1)))
     return round(float(min(max(c, 0.0), 1.0)), 3)
 
 
@@ -109,6 +111,27 @@ def _per_cu_count(priv: SweepAnalysis, shared: SweepAnalysis | None, facts: Devi
     # no device-level speed to compare with: the vendor's convention (two on RDNA, else one)
     want = 2 if is_rdna(facts) else 1
     return min(want, max(len(priv.plateaus) - 1, 1))
+
+
+def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) -> None:
+    """Estimate the fall of the last per-SM/CU level again, with the speed below it read point by
+    point from the shared sweep at the same device-wide footprint (scaled to the private sweep's
+    own speed for that level). On a part with many SMs the L2's share per SM sits just above the
+    L1 and the two falls run into each other: against one constant plateau the L1's hit rates
+    would include the L2's misses."""
+    sel = priv.step_points(k)
+    foot = priv.curve.footprint_bytes[sel]
+    sx, sy = np.log(shared.curve.size_bytes), shared.curve.y
+    below = np.interp(np.log(foot), sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])
+    nxt = priv.plateaus[k + 1]
+    mid = math.sqrt(nxt.size_lo_bytes * nxt.size_hi_bytes) * float(np.median(
+        priv.curve.footprint_bytes / priv.curve.size_bytes))
+    offset = nxt.level_log - float(np.interp(math.log(mid), sx, sy, left=shared.plateaus[0].level_log,
+                                             right=sy[-1]))
+    old = priv.steps[k]
+    est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
+                            below + offset, priv.sigma, seed=k)
+    priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 
 
 def _per_cu_levels(priv: SweepAnalysis, count: int, simulated: bool) -> list[Level]:
@@ -215,9 +238,13 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
     """Find, name and size the cache levels in ``records``."""
     warnings: list[str] = []
     sweeps: dict[str, SweepAnalysis] = {}
-    for name in ("private", "shared"):
+    # the shared sweep first: its device levels' speeds tell the private sweep which of its
+    # plateaus are those levels seen again (not partial hits), however short
+    for name in ("shared", "private"):
         if any(r.sweep == name for r in records):
-            an = analyze_sweep(build_curve(records, name), warnings)
+            known = tuple((p.level_log, p.size_lo_bytes, p.size_hi_bytes)
+                          for p in sweeps["shared"].plateaus) if "shared" in sweeps else ()
+            an = analyze_sweep(build_curve(records, name), warnings, known=known)
             if an is not None:
                 sweeps[name] = an
     if not sweeps:
@@ -231,6 +258,8 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
     n_cu = 0
     if priv is not None:
         n_cu = _per_cu_count(priv, shared, facts)
+        if shared is not None and 0 < n_cu <= len(priv.steps):
+            _against_device_curve(priv, n_cu - 1, shared)
         levels += _per_cu_levels(priv, n_cu, facts.simulated)
     if shared is not None:
         device = _device_levels(shared, 0, facts, 1.0, False, warnings)

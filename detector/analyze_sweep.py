@@ -23,9 +23,8 @@ MIN_POINTS = 6
 MIN_LEVEL_OCTAVES = 0.85   # a level's plateau spans at least this much working set
 DISTINCT_SPREADS = 2.5     # two long plateaus closer than this many pooled spreads are one level
 ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, however noisy
-EDGE_BINS = 3              # the upper plateau's bins that go into a fall's estimate (noise there
-                           # would end the plateau early; the estimate needs only its edge)
 LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
+KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
 FLAT_SPREADS = 3.0         # a level between two others steps by this many of its own spreads
 
 
@@ -52,14 +51,31 @@ def _stands_out(p: Plateau, neighbour: Plateau) -> bool:
     return abs(p.level_log - neighbour.level_log) >= max(MIN_LEVEL_STEP, FLAT_SPREADS * p.spread_log)
 
 
+def _drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
+    """How far the plateau's speed moves from its first third of bins to its last (log10 of the
+    medians): a tail of partial hits sags all along, a level holds."""
+    span = p.last_bin - p.first_bin + 1
+    if span < 3:
+        return 0.0
+    third = span // 3
+    a = y[(point_bin >= p.first_bin) & (point_bin < p.first_bin + third)]
+    b = y[(point_bin > p.last_bin - third) & (point_bin <= p.last_bin)]
+    return float(abs(np.median(a) - np.median(b))) if a.size and b.size else 0.0
+
+
 def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_bin: np.ndarray) -> Plateau:
     """One plateau over both bin ranges (a slow drift, not a new level)."""
     return build_plateaus([[a.first_bin, b.last_bin]], x, y, point_bin)[0]
 
 
 def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_bin: np.ndarray,
-                  min_octaves: float = MIN_LEVEL_OCTAVES) -> tuple[list[Plateau], list[Plateau]]:
-    """(levels, partial plateaus inside falls)."""
+                  min_octaves: float = MIN_LEVEL_OCTAVES, known: tuple = (),
+                  scale: float = 1.0) -> tuple[list[Plateau], list[Plateau]]:
+    """(levels, partial plateaus inside falls). ``known``: (log10 GB/s, first and last device-wide
+    bytes) of plateaus another sweep found; a plateau at one of those speeds and device footprints
+    (this sweep's x times ``scale``) is that level, however short (the private sweep's L2, between
+    the L1 and the L2's fill, is often under an octave). Speed alone is not enough: a tail of
+    partial hits can run at the L2's speed by chance."""
     plats = list(plateaus)
     # neighbouring long plateaus that their own scatter cannot tell apart are one level
     i = 0
@@ -71,16 +87,21 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
         i += 1
     levels, partials = [], []
     for k, p in enumerate(plats):
-        if k in (0, len(plats) - 1) or (_octaves(p) >= min_octaves and _stands_out(p, plats[k - 1])
-                                         and _stands_out(p, plats[k + 1])):
+        seen = any(abs(p.level_log - lv) <= KNOWN_SPEED and p.size_lo_bytes * scale <= hi * 1.5
+                   and p.size_hi_bytes * scale >= lo / 1.5 for lv, lo, hi in known) and p.last_bin > p.first_bin
+        flat = _drift(p, y, point_bin) < 0.5 * max(abs(p.level_log - plats[k - 1].level_log),
+                                                      abs(p.level_log - plats[k + 1].level_log)) \
+            if 0 < k < len(plats) - 1 else True
+        if k in (0, len(plats) - 1) or seen or (_octaves(p) >= min_octaves and flat and _stands_out(p, plats[k - 1])
+                                                 and _stands_out(p, plats[k + 1])):
             levels.append(p)
         else:
             partials.append(p)
     return levels, partials
 
 
-def analyze_sweep(curve: Curve, warnings: list[str], *,
-                  min_level_octaves: float = MIN_LEVEL_OCTAVES) -> SweepAnalysis | None:
+def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
+                  known: tuple = ()) -> SweepAnalysis | None:
     if len(curve) < MIN_POINTS:
         warnings.append(f"the {curve.sweep} sweep has {len(curve)} distinct sizes; at least "
                         f"{MIN_POINTS} are needed to find plateaus, so it was not analyzed")
@@ -99,14 +120,15 @@ def analyze_sweep(curve: Curve, warnings: list[str], *,
         warnings.append(f"the {curve.sweep} sweep's sizes up to {fmt_bytes(dropped[-1].size_hi_bytes)} "
                         f"run slower than larger ones (loop and launch overhead dominate there); "
                         f"they are left out of the levels")
-    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves)
+    scale = float(np.median(curve.footprint_bytes / curve.size_bytes))
+    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves, known, scale)
     steps: list[Step] = []
     usable_until = None
+    an = SweepAnalysis(curve.sweep, curve, plateaus, steps, seg, sigma, None, partials=partials,
+                       point_bin=point_bin)
     for i in range(len(plateaus) - 1):
         hi, lo = plateaus[i], plateaus[i + 1]
-        first = max(hi.first_bin, hi.last_bin - EDGE_BINS)
-        last = min(lo.last_bin, lo.first_bin + 2)
-        sel = (point_bin >= first) & (point_bin <= last)
+        sel = an.step_points(i)
         # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
         # as memory does past a cache); the upper one's edge may already be inside the fall
         lo_log = _local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
@@ -122,8 +144,9 @@ def analyze_sweep(curve: Curve, warnings: list[str], *,
                 f"working set faster, so the points past it are not used for levels")
     if usable_until is not None:
         keep = next(i for i, s in enumerate(steps) if s.rise)
-        plateaus, steps = plateaus[:keep + 1], steps[:keep]
+        an.plateaus, an.steps = plateaus[:keep + 1], steps[:keep]
+        an.usable_until_bytes = usable_until
     if not seg.cross_checked:
         warnings.append(f"the {curve.sweep} sweep's segmentation differs between Pelt and the exact "
                         f"Dynp search; its boundaries carry lower confidence")
-    return SweepAnalysis(curve.sweep, curve, plateaus, steps, seg, sigma, usable_until, partials=partials)
+    return an

@@ -58,8 +58,10 @@ def _logistic_log_bw(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: f
     return np.log10(1.0 / (h / b_hi + (1.0 - h) / b_lo))
 
 
-def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float) -> float:
-    """Centre of a logistic hit-rate fall (in ln W) fitted to the points: the hashed-set capacity."""
+def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float,
+               *, with_rms: bool = False):
+    """Centre of a logistic hit-rate fall (in ln W) fitted to the points: the hashed-set capacity
+    (and the fit's RMS residual in log10 bandwidth, with ``with_rms``)."""
     lnw = np.log(sizes)
     b_hi, b_lo = 10 ** hi_log, 10 ** lo_log
     lo, hi = float(lnw.min()), float(lnw.max())
@@ -73,7 +75,10 @@ def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, g
             continue
         if best is None or res.cost < best.cost:
             best = res
-    return math.exp(best.x[0]) if best is not None else guess
+    cap = math.exp(best.x[0]) if best is not None else guess
+    if with_rms:
+        return cap, (float(np.sqrt(2 * best.cost / len(y))) if best is not None else math.inf)
+    return cap
 
 
 def _kink_log_bw(lnw: np.ndarray, lnc: float, q: float, b_hi: float, b_lo: float) -> np.ndarray:
@@ -90,7 +95,7 @@ def fit_kink(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, gue
     if np.count_nonzero(keep) < 4:
         return guess
     lnw, yk = np.log(sizes[keep]), y[keep]
-    b_hi, b_lo = 10 ** hi_log, 10 ** lo_log
+    b_hi, b_lo = 10 ** hi_log, 10 ** (lo_log[keep] if np.ndim(lo_log) else lo_log)
     lo, hi = float(lnw.min()), float(lnw.max())
     x0 = min(max(math.log(guess), lo), hi)
     try:
@@ -128,13 +133,16 @@ def _neighbours(sizes: np.ndarray, at: float) -> tuple[float, float]:
             float(above.min()) if above.size else float(sizes[-1]))
 
 
-def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float,
+def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0) -> CapacityEstimate:
-    """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included."""
+    """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
+    ``lo_log``: the lower level's speed, one figure or one per point."""
     order = np.argsort(sizes, kind="stable")
     sizes, y = np.asarray(sizes, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    if np.ndim(lo_log):   # the level below, point by point (a curve, not a plateau: detector.analyze)
+        lo_log = np.asarray(lo_log, dtype=float)[order]
     cap, fall = point_estimate(sizes, y, hi_log, lo_log, noise_log)
-    falling = hi_log > lo_log
+    falling = hi_log > float(np.median(lo_log))
     h = np.clip(hit_rates(y, hi_log, lo_log), 0, 1) if falling else np.zeros_like(y)
     retained = max(float(np.max(h * sizes)) if h.size else 0.0, fall.onset_bytes)
     # the interval: what the data says the physical size can be

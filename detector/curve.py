@@ -1,7 +1,7 @@
 """A sweep's bandwidth curve in the form the analysis works on: log size, log bandwidth."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,7 @@ class Curve:
     repeats: np.ndarray
     footprint_bytes: np.ndarray   # device-wide distinct bytes at each size
     noisy: np.ndarray             # bool: a point at this size was flagged poor_r2 or noisy
+    flagged_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))   # sizes of every flagged point
 
     @property
     def x(self) -> np.ndarray:
@@ -36,11 +37,20 @@ class Curve:
         return int(self.size_bytes.size)
 
 
+NOISY_FLAGS = frozenset({"poor_r2", "noisy"})
+
+
 def build_curve(records: list[Measurement], sweep: str) -> Curve:
     """Median over repeats at each size, sorted by size; rejected points and the peak probes
-    (other launch configurations, measure.peak) left out."""
+    (other launch configurations, measure.peak) left out, and points that stayed noisy after a
+    re-measure too, while six clean sizes remain (a busy GPU's bursts must not draw levels: they
+    lower the confidence of what they touch instead)."""
     rows = [r for r in records if r.sweep == sweep and r.phase != "peak" and not (r.flag_set & REJECTED_FLAGS)
             and r.bandwidth_gbs > 0 and np.isfinite(r.bandwidth_gbs)]
+    clean = [r for r in rows if not r.flag_set & NOISY_FLAGS]
+    flagged = np.array(sorted(float(r.working_set_bytes) for r in rows if r.flag_set & NOISY_FLAGS))
+    if len({r.working_set_bytes for r in clean}) >= 6:
+        rows = clean
     by_size: dict[int, list[Measurement]] = {}
     for r in rows:
         by_size.setdefault(int(r.working_set_bytes), []).append(r)
@@ -56,7 +66,7 @@ def build_curve(records: list[Measurement], sweep: str) -> Curve:
             foot.append(float(min(r.rows or r.programs, r.programs) * r.stream_bytes))  # distinct rows
         else:
             foot.append(float(s))                              # shared buffer or aggregate size
-    return Curve(sweep, sizes, bw, reps, np.array(foot), noisy)
+    return Curve(sweep, sizes, bw, reps, np.array(foot), noisy, flagged)
 
 
 def binned(curve: Curve, bins_per_octave: int = BINS_PER_OCTAVE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -60,6 +60,10 @@ class Step:
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside the fall
 
 
+STEP_EDGE_BINS = 3   # the upper plateau's bins that go into a fall's estimate (noise further in
+                     # would end the plateau early; the estimate needs only its edge)
+
+
 @dataclass
 class SweepAnalysis:
     sweep: str
@@ -70,6 +74,15 @@ class SweepAnalysis:
     sigma: float
     usable_until_bytes: float | None = None   # data past a rise is not used
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside falls
+    point_bin: object = None                  # each raw point's bin (numpy array)
+
+    def step_points(self, i: int):
+        """Boolean mask of the curve's points that go into step ``i``'s estimate: the upper
+        plateau's last bins, the fall, the lower plateau's first bins."""
+        hi, lo = self.plateaus[i], self.plateaus[i + 1]
+        first = max(hi.first_bin, hi.last_bin - STEP_EDGE_BINS)
+        last = min(lo.last_bin, lo.first_bin + 2)
+        return (self.point_bin >= first) & (self.point_bin <= last)
 
 
 @dataclass

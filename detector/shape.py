@@ -27,6 +27,7 @@ import numpy as np
 
 CLIFF_SPAN = 1.02     # neighbouring sizes at most 2% apart (the bisection resolves 1 KiB) ...
 CLIFF_GRANULE_BYTES = 1024   # ... or one KiB apart, the private sweep's resolution
+AFTER_CLIFF = 1.1     # a cliff is confirmed by a point within 10% of size past it
 CLIFF_DROP = 0.15     # ... across which at least 15% of the log gap between plateaus falls
 NARROW_SPAN = 0.2     # ln(W20 / W95) below this: a narrow fall
 HASHED_SPAN = 0.55    # ... up to this, and symmetric: a hashed-set fall
@@ -103,25 +104,31 @@ def local_crossing(sizes: np.ndarray, h: np.ndarray, iso: np.ndarray, level: flo
     slope, icept = np.polyfit(x, h[sel], 1)
     if not slope < 0 or interp is None:
         return interp
-    at = math.exp((level - icept) / slope)
+    expo = (level - icept) / slope
+    if not abs(expo) < 700:
+        return interp
+    at = math.exp(expo)
     # the line must cross inside the points it was fitted to (or next to them); the two readings
     # err differently (the line on a curved fall, the interpolation on two noisy points): average
     lo, hi = float(sizes[sel].min()), float(sizes[sel].max())
     return math.sqrt(at * interp) if lo / 1.05 <= at <= hi * 1.05 else interp
 
 
+def _close(a: float, b: float) -> bool:
+    """Sizes within 2%, or one granule of the private sweep, of each other."""
+    return b <= a * CLIFF_SPAN or b - a <= CLIFF_GRANULE_BYTES
+
+
 def _cliff(sizes: np.ndarray, y: np.ndarray, k: int, hi_log: float, lo_log: float,
            noise_log: float) -> float | None:
     """The size just past the onset (index k) if the bandwidth falls there by at least
     CLIFF_DROP of the gap between the plateaus (and 4x the noise) within CLIFF_SPAN of size,
-    and the next points, measured close by, stay down; else None. Needs the bisection to have
-    measured right past the cliff again, so one slow point (set aliasing, an outlier) is no cliff."""
-    def close(a: float, b: float) -> bool:   # within 2%, or one granule of the private sweep
-        return b <= a * CLIFF_SPAN or b - a <= CLIFF_GRANULE_BYTES
-
-    if k + 2 >= len(sizes) or not close(sizes[k], sizes[k + 1]) or not close(sizes[k + 1], sizes[k + 2]):
+    and the next two points, the first within AFTER_CLIFF of size, stay down (one slow point,
+    set aliasing or an outlier, that the curve recovers from is no cliff); else None."""
+    if k + 2 >= len(sizes) or not _close(sizes[k], sizes[k + 1]) or sizes[k + 2] > AFTER_CLIFF * sizes[k + 1]:
         return None
-    drop = max(CLIFF_DROP * (hi_log - lo_log), 4 * noise_log)
+    lo = float(lo_log[k]) if np.ndim(lo_log) else lo_log
+    drop = max(CLIFF_DROP * (hi_log - lo), 4 * noise_log)
     stays_down = all(y[k] - v >= drop / 2 for v in y[k + 2:k + 4])
     return float(sizes[k + 1]) if y[k] - y[k + 1] >= drop and stays_down else None
 
@@ -144,15 +151,26 @@ def describe_fall(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float
     for q in (0.97, 0.95):   # where the fall begins: the capacity of most shapes
         w[q] = local_crossing(sizes, h, iso, q)
     fall = Fall("broad fall", onset, w[0.97], w[0.95], w[0.8], w[0.5], w[0.2], w90_bytes=w[0.9], w10_bytes=w[0.1])
-    cliff = _cliff(sizes, y, k, hi_log, lo_log, noise_log)
+    # a cliff right after the onset, or a few points on where the level was already dipping
+    # (set aliasing just under the size, a few percent, as on an H200 at 220-221 KiB)
+    for j in range(k, min(first_lo, len(sizes) - 1) + 1):
+        cliff = _cliff(sizes, y, j, hi_log, lo_log, noise_log)
+        if cliff is not None or not iso[j] > 0.8:
+            break
     if cliff is not None:
+        k = j
+        fall.onset_bytes = float(sizes[k])
         fall.cliff_bytes = cliff
         after = iso[k + 1:k + 4]
         fall.shape = "cliff" if after.size and float(np.max(after)) < 0.15 else "cliff, then partial hits"
         return fall
     inside = (iso > 0.1) & (iso < 0.97)
     if np.count_nonzero(inside) < 2:   # one point or none inside: the shape cannot be told
-        fall.shape = "step"
+        nxt = sizes[k + 1] if k + 1 < len(sizes) else math.inf
+        # ... unless the sizes around it are a granule apart: then it is a cliff, resolved
+        fall.shape = "cliff" if _close(sizes[k], nxt) and iso[k + 1] < 0.5 else "step"
+        if fall.shape == "cliff":
+            fall.cliff_bytes = float(nxt)
         return fall
     if None in (w[0.95], w[0.9], w[0.5], w[0.2], w[0.1]):
         fall.shape = "broad fall"   # the sweep ends inside the fall

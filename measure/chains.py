@@ -16,7 +16,6 @@ ELEMENT_BYTES = 8                # an address
 DENSE_SLOT_BYTES = 64            # the latency sweep: two elements per 128-byte line, as gpu-latency
 MIN_TIMED_HOPS = 16384           # short chains are walked round several times
 FULL_WALK_MAX = 1 << 23          # chains longer than this are walked partly, cold (memory level)
-WARM_LANES = 32                  # the warm-up walks this many segments of the cycle at once
 PARTIAL_HOPS = 1 << 17           # ... this many hops, each to a line not touched before
 
 
@@ -47,15 +46,10 @@ class ChainSpec:
         return self.cold or self.elements > FULL_WALK_MAX
 
     def walk(self) -> tuple[int, int]:
-        """(warm-up hops per lane, timed hops) of one measurement: the warm-up lanes cover the
-        whole cycle once between them."""
+        """(warm-up hops, timed hops) of one measurement: the warm-up walks the whole cycle."""
         if self.partial:
             return 0, PARTIAL_HOPS
-        return -(-self.elements // WARM_LANES), max(self.elements, MIN_TIMED_HOPS)
-
-    def lane_positions(self) -> np.ndarray:
-        """Where along the cycle each warm-up lane starts."""
-        return np.arange(WARM_LANES, dtype=np.int64) * self.elements // WARM_LANES
+        return self.elements, max(self.elements, MIN_TIMED_HOPS)
 
     def order(self) -> np.ndarray:
         """Element indices in visiting order: one cycle through every element."""

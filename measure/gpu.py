@@ -107,7 +107,6 @@ class TritonGPU:
         self._chain_spec = None     # the chain it holds now, and its visiting order
         self._chain_order = None
         self._chain_pos = 0         # partial walks: where along the cycle the next one starts
-        self._lane_starts = None    # the warm-up lanes' first addresses
         self.compile_seconds = 0.0   # first launches of each kernel variant (compile or cache load)
 
     def max_working_set_bytes(self) -> int:
@@ -260,8 +259,6 @@ class TritonGPU:
         base = self._chain.data_ptr()
         stride = spec.slot_bytes // ELEMENT_BYTES
         self._chain[order * stride] = base + torch.roll(order, -1) * spec.slot_bytes
-        lanes = torch.as_tensor(spec.lane_positions(), device=dev)
-        self._lane_starts = base + order[lanes] * spec.slot_bytes
         self._chain_spec, self._chain_order, self._chain_pos = spec, order, 0
 
     def _flush_l2(self) -> None:
@@ -274,7 +271,6 @@ class TritonGPU:
         float(self._x[:words].sum())
 
     def time_chase(self, spec, warm_hops: int, hops: Sequence[int], repeats: int) -> ChaseTiming:
-        from measure.chains import WARM_LANES
         from measure.chase import chase_kernel
         torch = self.torch
         clock = DEVICE_CLOCKS[self.facts.vendor]["code"]
@@ -282,9 +278,8 @@ class TritonGPU:
         out = torch.zeros(3, dtype=torch.int64, device=dev)
 
         def launch(start: int, n_hops: int) -> None:
-            chase_kernel[(1,)](start, self._lane_starts, out, warm_hops, n_hops, L2ONLY=spec.l2only, CLOCK=clock,
-                               ASM=1 if self.facts.vendor == "nvidia" else 0, WARM_LANES=WARM_LANES,
-                               num_warps=1)
+            chase_kernel[(1,)](start, out, warm_hops, n_hops, L2ONLY=spec.l2only, CLOCK=clock,
+                               ASM=1 if self.facts.vendor == "nvidia" else 0, num_warps=1)
 
         def start_address(n_hops: int) -> int:
             if not spec.partial:

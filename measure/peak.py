@@ -34,10 +34,10 @@ def candidates(target: PeakTarget, facts: DeviceFacts, base: LaunchConfig) -> li
     """Launches to try for one level (programs per SM/CU, block, warps, layout, row sharing)."""
     cus = facts.compute_units
     if target.sweep == "private":
-        # the sweep's layout (every program reads one buffer) with other programs per SM, blocks, warps
         shapes = [(4, 2048, 4), (4, 1024, 8), (8, 1024, 4), (2, 2048, 8), (8, 2048, 2)]
-        return [LaunchConfig("private", cus * n, b, w, 1, base.load_flavour, row_share=cus * n)
-                for n, b, w in shapes]
+        by_sm = base.row_by_sm
+        return [LaunchConfig("private", cus * (n if by_sm else 1), b, w, 1, base.load_flavour, by_sm)
+                for n, b, w in shapes if by_sm or n == shapes[0][0]]
     if target.memory:
         # HBM wants bytes in flight: up to 64 warps per SM, and 2-4 loads per thread per chunk
         shapes = [(4, 1024, 8, False, 1), (4, 1024, 16, False, 1), (4, 2048, 16, False, 1),

@@ -13,16 +13,13 @@ from measure.records import Measurement, MeasurementLog
 from measure.sweep import AdaptiveSweep, SweepPlan
 
 
-PRIVATE_MAX_BYTES = 2 << 20   # 8x the largest L1 known (256 KiB): the L1's fall and the L2 past it
-
-
 @dataclass
 class SessionOptions:
     sweeps: tuple[str, ...] = ("private", "shared")
     grid_multiplier: int = 4
     private_block_size: int = 2048
     private_num_warps: int = 4
-    private_programs_per_cu: int = 4   # one shared buffer: more programs per SM never blur the knee
+    private_programs_per_cu: int = 4   # NVIDIA: rows follow SM ids, so this does not blur the knee
     shared_block_size: int = 1024
     shared_num_warps: int = 8
     budget: int = 400                 # measurements over the sweeps, the peak and the latency probes
@@ -55,14 +52,20 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     sweep_budget = max(opts.budget - opts.peak_budget - opts.latency_budget, 2 * len(opts.sweeps))
     share = sweep_budget // max(len(opts.sweeps), 1)
     if "private" in opts.sweeps:
-        # every program streams one buffer: each SM's L1 holds it once, and the L2 holds a single
-        # copy that fills only at tens of MiB, far from any L1 (with a row per SM, the L2's share
-        # per SM sits an octave above the L1 on many-SM parts and the two falls merge)
-        programs = cus * opts.private_programs_per_cu
-        cfg = LaunchConfig("private", programs, opts.private_block_size, opts.private_num_warps, 1, "cached",
-                           row_share=programs)
-        hi = min(PRIVATE_MAX_BYTES, memory_cap) // COARSE_BYTES * COARSE_BYTES
-        plans.append(SweepPlan(cfg, 8 * COARSE_BYTES, hi, opts.points_per_octave, share))
+        # NVIDIA: 4 programs per SM, every program streams the row of the SM it runs on (%smid):
+        # enough loads in flight for the L1 ceiling, and one row per SM in its L1. One buffer
+        # read by every program was tried on an H200: the 4 programs of an SM then reuse each
+        # other's lines past the capacity (misses served at 22 TB/s), moving the L1 cliff from
+        # 221 to 254 KiB while a one-SM latency chase still shows 218-221 KiB. AMD (no SM id):
+        # one program per CU. The far end passes the L2 (every SM's rows together): the
+        # analysis keeps a plateau at the shared sweep's L2 speed there as the L2, short or not.
+        by_sm = facts.vendor == "nvidia"
+        cfg = LaunchConfig("private", cus * (opts.private_programs_per_cu if by_sm else 1),
+                           opts.private_block_size, opts.private_num_warps, 1, "cached", by_sm)
+        hi = max(1 << 20, 2 * _largest_cache(facts) // cus)
+        hi = min(hi, memory_cap // cus)
+        plans.append(SweepPlan(cfg, 8 * COARSE_BYTES, hi // COARSE_BYTES * COARSE_BYTES,
+                               opts.points_per_octave, share))
     if "shared" in opts.sweeps:
         programs = cus * opts.grid_multiplier
         cfg = LaunchConfig("shared", programs, opts.shared_block_size, opts.shared_num_warps, 1, "l2only")
@@ -87,10 +90,18 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     meter = PointMeter(device, policy or PointPolicy(timing=opts.timing))
     busy = [device.other_processes()]
     method: dict = {"sweeps": {}, "sm_clock_seen_mhz": []}
-    for plan in plans:
+    known: tuple[float, ...] = ()
+    # the shared sweep first: its first plateau (the device's L2 speed) is a level the private
+    # sweep's falls may pass through, so the private sweep refines around it too
+    for plan in sorted(plans, key=lambda p: p.config.sweep != "shared"):
         t = time.perf_counter()
         clock_before = device.sm_clock_mhz()
-        AdaptiveSweep(meter, plan, log, on_point).run()
+        if plan.config.sweep == "private":
+            plan.known_levels = known
+        sweep = AdaptiveSweep(meter, plan, log, on_point)
+        sweep.run()
+        if plan.config.sweep == "shared":
+            known = sweep.first_level()
         clock_after = device.sm_clock_mhz()
         n = sum(1 for r in log.records if r.sweep == plan.config.sweep)
         method["sweeps"][plan.config.sweep] = dict(plan.config.to_dict(), measurements=n,

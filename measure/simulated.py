@@ -128,7 +128,6 @@ class SimulatedGPU:
         hop_ns = self.chase_ns(spec) * math.exp(self._rng.normal(0.0, noise))
         hops_arr = np.asarray(hops, dtype=float)[:, None]
         per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(hops), repeats))
-        # the warm-up lanes walk at once: about as long as one lane's hops
         ms = self.INTERCEPT_MS + (warm_hops + hops_arr) * hop_ns * per_launch / 1e6
         self.modeled_gpu_seconds += float(ms.sum()) / 1e3
         clock_ghz = (self.facts.sm_clock_max_mhz or 1500.0) / 1000.0

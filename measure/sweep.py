@@ -45,6 +45,9 @@ class SweepPlan:
     large_bytes: float = float("inf")
     large_crossings: tuple[float, ...] = CROSSINGS
     large_resolution: float = 0.0025
+    # speeds (log10 GB/s) of levels another sweep found: a transition that passes one is bisected
+    # as two, above and below it (the private sweep's L1 fall running into the L2's)
+    known_levels: tuple[float, ...] = ()
 
     def coarse_sizes(self) -> list[int]:
         lo, hi = self.min_stream_bytes, self.max_stream_bytes
@@ -77,6 +80,9 @@ class SweepState:
 
     def sizes(self) -> list[int]:
         return sorted(self.values)
+
+
+KNOWN_MARGIN = math.log10(1.15)
 
 
 class AdaptiveSweep:
@@ -124,6 +130,12 @@ class AdaptiveSweep:
                                 self.plan.large_resolution if large else self.plan.resolution)
         return self.log.records[start:]
 
+    def first_level(self) -> tuple[float, ...]:
+        """The speed (log10 GB/s) of the sweep's first plateau: the median of its first three
+        coarse sizes; none if it measured fewer."""
+        sizes = self.state.sizes()[:3]
+        return (float(np.median([self.state.level(s) for s in sizes])),) if len(sizes) == 3 else ()
+
     def recheck_outliers(self, sizes: list[int], levels: np.ndarray) -> None:
         """Re-measure a coarse point that leaves and returns to its neighbours' level.
 
@@ -152,7 +164,11 @@ class AdaptiveSweep:
             left, right = i, j + 1
             hi = float(np.median(levels[max(0, left - 2):left + 1]))
             lo = float(np.median(levels[right:right + 3]))
-            transitions.append(Transition(left, right, hi, lo))
+            if hi > lo:   # a rise is overhead at small sizes or a fault, never a cache: not refined
+                cuts = sorted((k for k in self.plan.known_levels if lo + KNOWN_MARGIN < k < hi - KNOWN_MARGIN),
+                              reverse=True)
+                edges = [hi, *cuts, lo]
+                transitions += [Transition(left, right, a, b) for a, b in zip(edges, edges[1:])]
             i = j + 1
         return transitions
 

