@@ -128,6 +128,8 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
         priv.curve.footprint_bytes / priv.curve.size_bytes))
     offset = nxt.level_log - float(np.interp(math.log(mid), sx, sy, left=shared.plateaus[0].level_log,
                                              right=sy[-1]))
+    if abs(offset) > math.log10(1.3):
+        offset = 0.0   # the next private plateau is not the shared sweep's level seen again
     old = priv.steps[k]
     est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
                             below + offset, priv.sigma, seed=k)

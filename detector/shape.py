@@ -151,11 +151,12 @@ def describe_fall(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float
     for q in (0.97, 0.95):   # where the fall begins: the capacity of most shapes
         w[q] = local_crossing(sizes, h, iso, q)
     fall = Fall("broad fall", onset, w[0.97], w[0.95], w[0.8], w[0.5], w[0.2], w90_bytes=w[0.9], w10_bytes=w[0.1])
-    # a cliff right after the onset, or a few points on where the level was already dipping
-    # (set aliasing just under the size, a few percent, as on an H200 at 220-221 KiB)
+    # a cliff right after the onset, or a few points on where the level was already dipping by a
+    # few percent (set aliasing just under the size, as on an H200 at 220-221 KiB); a shelf of
+    # partial hits (95%, as another H200 shows from 219 KiB) ends the search: the fall began
     for j in range(k, min(first_lo, len(sizes) - 1) + 1):
         cliff = _cliff(sizes, y, j, hi_log, lo_log, noise_log)
-        if cliff is not None or not iso[j] > 0.8:
+        if cliff is not None or not iso[j] > 0.97:
             break
     if cliff is not None:
         k = j

@@ -63,7 +63,10 @@ CASES = [
     ("mi300x", None, "L2", 4 * MIB, None, ""),
     ("rx6900xt", None, "L0", 16 * KIB, (30 * KIB, 40 * KIB),
      "RDNA2's 16 KiB L0 is per CU, but a work-group processor pairs two CUs that read the same buffer: 32 KiB"),
-    ("rx6900xt", None, "L1", 128 * KIB, None, ""),
+    ("rx6900xt", None, "L1", 128 * KIB, (100 * KIB, 135 * KIB),
+     "RDNA2's 128 KiB L1 is shared by a shader array's 10 CUs, all reading one buffer: the table's "
+     "speed sags from 96 KiB (9.7 to 8.3 TB/s by 128 KiB) before it collapses at 128-136 KiB, so 95% "
+     "of the loads are served up to about 106 KiB"),
     ("rx6900xt", None, "L2", 4 * MIB, None, ""),
     ("rx6900xt", None, "Infinity Cache", 128 * MIB, None, ""),
     ("rx6900xt", "gpu-l2-cache", "Infinity Cache", 128 * MIB, None, ""),
@@ -86,10 +89,12 @@ def test_reference_point_estimates(gpu, table, name, documented, expected, reaso
 
 
 def test_tables_alone_agree_with_tables_together():
-    """A level seen by one table gives the same figure whether the other table is there or not."""
+    """A level seen by one table gives the same figure whether the other table is there or not (the
+    RX 6900 XT's L1 is not: with the L2 table there, the L1's fall is read against the device-level
+    curve at the same footprint, which the L1 table alone cannot give)."""
     for gpu, name, table in (("a100_80", "L1", "gpu-cache"), ("h100_pcie", "L1", "gpu-cache"),
                              ("l40", "L2", "gpu-l2-cache"), ("rx6900xt", "L2", "gpu-l2-cache"),
-                             ("rx6900xt", "L1", "gpu-cache"), ("mi210", "L2", "gpu-l2-cache")):
+                             ("mi210", "L2", "gpu-l2-cache")):
         together, alone = level(analyze(gpu), name), level(analyze(gpu, table), name)
         assert together.capacity_bytes == pytest.approx(alone.capacity_bytes, rel=0.01), (gpu, name)
 
