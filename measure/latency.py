@@ -25,6 +25,7 @@ from measure.sweep import AdaptiveSweep, SweepPlan
 
 REGRESSION_MAX_HOPS = 1 << 13     # chains up to 512 KiB: the regression too (their warm-up is cheap)
 LONG_TIMED_HOPS = 1 << 16         # longer chains: this many timed hops after a full warm-up walk
+FULL_WALK_BYTES = 128 << 20       # longer chains are walked cold
 SECTOR_STRIDES = (8, 16, 32, 64, 128, 256)
 LINE_SLOT_BYTES = 512              # each element in a line of its own, whatever the line size
 LINE_PROBE_SHARES = (0.75, 1.25)   # line probes: elements x 128 B as a share of the level's size
@@ -43,9 +44,10 @@ class LatencyMeter:
 
     def measure(self, config: LaunchConfig, size: int, *, phase: str) -> Measurement:
         """The dense chase (the adaptive sweep's interface): a random cycle over ``size`` bytes;
-        past twice the largest cache, walked cold a part at a time (memory, whatever the walk)."""
+        past twice the largest cache (or FULL_WALK_BYTES: a warm-up walk of 128 MiB takes ~0.6 s),
+        walked cold a part at a time (memory, or the slowest level a chain that long reaches)."""
         spec = ChainSpec(max(2, size // DENSE_SLOT_BYTES), l2only=config.load_flavour == "l2only",
-                         cold=size > 2 * self.largest_cache_bytes)
+                         cold=size > min(2 * self.largest_cache_bytes, FULL_WALK_BYTES))
         return self.measure_chain(spec, phase=phase)
 
     def measure_chain(self, spec: ChainSpec, *, phase: str, target: str = "") -> Measurement:
@@ -103,7 +105,7 @@ def largest_cache(facts) -> int:
 
 def plan_latency(facts, memory_cap: int, budget: int) -> LatencyPlan:
     """From 4 KiB to 4x the largest cache (memory latency past it), within the free memory."""
-    hi = min(4 * largest_cache(facts), 1 << 30, memory_cap // 2)
+    hi = min(4 * largest_cache(facts), 512 << 20, memory_cap // 2)
     return LatencyPlan(max_bytes=max(hi // GRANULE_BYTES * GRANULE_BYTES, 1 << 20), budget=budget)
 
 
@@ -111,11 +113,14 @@ def run_latency_sweep(meter: LatencyMeter, plan: LatencyPlan, log: MeasurementLo
                       on_point: Callable[[Measurement], None] | None = None) -> list[Measurement]:
     """The dense chase over growing chains, refined where half the hops change level."""
     # the L1 knee to 0.5% (it must agree with the bandwidth cliff within 2 KiB); past 4 MiB every
-    # point walks a long chain, so the knees there are bisected on two crossings to 3%
+    # point walks a long chain (an H200: 0.1-0.4 s at 30-60 MiB), so the sizes there are an octave
+    # apart and their knees bisected where 80% and 20% of the hops hit (a split L2 shows both
+    # edges of its far half), three probes each, to 5%
     # (a chase repeats within half a percent: a point is not measured twice)
     sweep_plan = SweepPlan(CHASE_CONFIG, plan.min_bytes, plan.max_bytes, plan.points_per_octave, plan.budget,
                            max_repeats=1, crossings=(0.95, 0.5, 0.2), resolution=0.005, large_bytes=4 << 20,
-                           large_crossings=(0.5, 0.2), large_resolution=0.03)
+                           large_crossings=(0.8, 0.2), large_resolution=0.05, large_points_per_octave=1,
+                           large_max_probes=3)
     return AdaptiveSweep(meter, sweep_plan, log, on_point).run()
 
 

@@ -45,15 +45,23 @@ class SweepPlan:
     large_bytes: float = float("inf")
     large_crossings: tuple[float, ...] = CROSSINGS
     large_resolution: float = 0.0025
+    large_points_per_octave: int = 4
+    large_max_probes: int = 1 << 30   # bisection probes per crossing past large_bytes
     # speeds (log10 GB/s) of levels another sweep found: a transition that passes one is bisected
     # as two, above and below it (the private sweep's L1 fall running into the L2's)
     known_levels: tuple[float, ...] = ()
 
     def coarse_sizes(self) -> list[int]:
+        """Log-spaced sizes, points_per_octave of them per octave (one per octave past
+        large_bytes when large_points_per_octave says so)."""
         lo, hi = self.min_stream_bytes, self.max_stream_bytes
-        n = max(2, int(math.ceil(math.log2(hi / lo) * self.points_per_octave)) + 1)
-        sizes = sorted({round_to_granule(s, COARSE_BYTES) for s in np.geomspace(lo, hi, n)})
-        return sizes
+        mid = min(max(self.large_bytes, lo), hi)
+        sizes = set()
+        for a, b, ppo in ((lo, mid, self.points_per_octave), (mid, hi, self.large_points_per_octave)):
+            if b > a:
+                n = max(2, int(math.ceil(math.log2(b / a) * ppo)) + 1)
+                sizes |= {round_to_granule(s, COARSE_BYTES) for s in np.geomspace(a, b, n)}
+        return sorted(sizes or {round_to_granule(lo, COARSE_BYTES)})
 
 
 @dataclass
@@ -127,7 +135,8 @@ class AdaptiveSweep:
                     if large and q not in self.plan.large_crossings:
                         continue
                     self.bisect(coarse[tr.left], coarse[tr.right], tr, q,
-                                self.plan.large_resolution if large else self.plan.resolution)
+                                self.plan.large_resolution if large else self.plan.resolution,
+                                self.plan.large_max_probes if large else 1 << 30)
         return self.log.records[start:]
 
     def first_level(self) -> tuple[float, ...]:
@@ -192,12 +201,15 @@ class AdaptiveSweep:
             left = s
         return None
 
-    def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float, resolution: float) -> None:
+    def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float, resolution: float,
+               max_probes: int = 1 << 30) -> None:
         # the bandwidth at which a share q of the loads hits the faster level (harmonic mixing)
         threshold = -math.log10(q * 10 ** -tr.hi_log + (1 - q) * 10 ** -tr.lo_log)
         hi_is_above = tr.hi_log > tr.lo_log
         undecided_in_row = 0
-        while self.used < self.plan.budget:
+        probes = 0
+        while self.used < self.plan.budget and probes < max_probes:
+            probes += 1
             bracket = self._bracket(lo_size, hi_size, threshold, hi_is_above)
             if bracket is None:
                 return
