@@ -1,4 +1,11 @@
-"""Reads and validates a measurements CSV. Only CSV is parsed; nothing is executed or unpickled."""
+"""Reads and validates a measurements CSV. Only CSV is parsed; nothing is executed or unpickled.
+
+Required columns: ``sweep`` and ``working_set_bytes``, and per row a figure: ``bandwidth_gbs`` (a
+bandwidth row, the default) or ``latency_ns`` (``metric`` = ``latency``, a pointer chase). Every
+other known column is checked (finite, in range) where it is read; unknown columns are ignored.
+A last row cut short (a run stopped by a full disk or a kill) is left out with a warning; a
+short row anywhere else is an error.
+"""
 from __future__ import annotations
 
 import csv
@@ -6,93 +13,126 @@ import dataclasses
 import math
 from pathlib import Path
 
+from measure.chains import DENSE_SLOT_BYTES
 from measure.errors import InputError
-from measure.records import REQUIRED_COLUMNS, SWEEPS, Measurement
+from measure.records import METRICS, PHASES, SWEEPS, Measurement
+from measure.safe_read import MAX_BYTES, read_bytes_bounded
 
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Measurement)}
-MAX_BYTES = 256 * 1024 * 1024
+REQUIRED = ("sweep", "working_set_bytes")
+MAX_INT = 1 << 62
 
 
-def _number(text: str, name: str, where: str, integer: bool) -> float | int:
+def _number(text, name: str, where: str, *, integer: bool = False, positive: bool = True) -> float | int:
     try:
         value = float(text)
     except (TypeError, ValueError):
         raise InputError(f"{where}: {name} {text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{where}: {name} must be a finite number > 0, got {text!r}")
+    if not math.isfinite(value) or (positive and value <= 0) or (not positive and value < 0):
+        raise InputError(f"{where}: {name} must be a finite number {'>' if positive else '>='} 0, got {text!r}")
     if integer:
-        if value != int(value):
-            raise InputError(f"{where}: {name} must be a whole number of bytes, got {text!r}")
+        if value != int(value) or abs(value) > MAX_INT:
+            raise InputError(f"{where}: {name} must be a whole number, got {text!r}")
         return int(value)
     return value
 
 
-def _optional(value: str, kind: str):
-    if value is None or value == "":
+def _optional(value: str, name: str, kind: str, where: str):
+    """A known optional column: empty is unknown; anything else must parse and be finite."""
+    if value is None or value.strip() == "":
         return None
-    try:
-        if kind == "int":
-            return int(float(value))
-        if kind == "float":
-            return float(value)
-    except ValueError:
-        return None
+    value = value.strip()
+    if kind == "int":
+        return _number(value, name, where, integer=True, positive=False)
+    if kind == "float":
+        try:
+            v = float(value)
+        except ValueError:
+            raise InputError(f"{where}: {name} {value!r} is not a number") from None
+        if math.isinf(v):
+            raise InputError(f"{where}: {name} must be finite, got {value!r}")
+        return v
+    if len(value) > 200:
+        raise InputError(f"{where}: {name} is longer than 200 characters")
     return value
 
 
-def read_measurements(path: str | Path) -> list[Measurement]:
-    """Parse ``path`` into measurements, or raise InputError with the first problem found."""
+def _header(reader, path: Path) -> list[str]:
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    dup = sorted({h for h in header if h and header.count(h) > 1})
+    if dup:
+        raise InputError(f"{path} has the column(s) {', '.join(dup)} more than once; which one holds "
+                         f"the figures is ambiguous")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing or ("bandwidth_gbs" not in header and "latency_ns" not in header):
+        raise InputError(f"{path} lacks the column(s) {', '.join(missing or ['bandwidth_gbs'])}; a measurements "
+                         f"CSV needs sweep, working_set_bytes and bandwidth_gbs (or latency_ns)")
+    return header
+
+
+def _row(row: dict, where: str) -> Measurement:
+    sweep = (row.get("sweep") or "").strip()
+    if sweep not in SWEEPS:
+        raise InputError(f"{where}: sweep must be one of {', '.join(SWEEPS)}, got {sweep!r}")
+    metric = (row.get("metric") or "bandwidth").strip() or "bandwidth"
+    if metric not in METRICS:
+        raise InputError(f"{where}: metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    kwargs = {"sweep": sweep, "metric": metric,
+              "working_set_bytes": _number(row["working_set_bytes"], "working_set_bytes", where, integer=True)}
+    for name, kind in _FIELD_TYPES.items():
+        if name in kwargs or name not in row or name in ("bandwidth_gbs", "latency_ns"):
+            continue
+        value = _optional(row[name], name, kind, where)
+        if value is not None:
+            kwargs[name] = value
+    if kwargs.get("phase", "coarse") not in PHASES:
+        raise InputError(f"{where}: phase must be one of {', '.join(PHASES)}, got {kwargs['phase']!r}")
+    if metric == "latency":
+        ns = _number(row.get("latency_ns"), "latency_ns", where)
+        slot = kwargs.get("stride_bytes") or DENSE_SLOT_BYTES
+        kwargs.update(latency_ns=ns, stride_bytes=slot, sweep="chase" if sweep != "chase" else sweep)
+        kwargs["bandwidth_gbs"] = slot / ns     # the rate the analyzer segments
+    else:
+        kwargs["bandwidth_gbs"] = _number(row.get("bandwidth_gbs"), "bandwidth_gbs", where)
+    return Measurement(**kwargs)
+
+
+def read_measurements(path: str | Path, warnings: list[str] | None = None) -> list[Measurement]:
+    """Parse ``path`` into measurements, or raise InputError with the first problem found; a
+    note about anything left out goes to ``warnings``."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path} is a folder; give the measurements.csv inside it")
+    raw = read_bytes_bounded(path, what="measurements CSV", max_bytes=MAX_BYTES)
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise InputError(f"{path} is larger than 256 MiB; that is not a measurements file")
-        raw = path.read_bytes()
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{path} is not a text CSV file") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if "\0" in text:
         raise InputError(f"{path} is not a text CSV file")
     lines = text.splitlines()
     if not any(line.strip() for line in lines):
-        raise InputError(f"{path} is empty; it needs a header and rows with "
-                         f"{', '.join(REQUIRED_COLUMNS)}")
+        raise InputError(f"{path} is empty; it needs a header and rows with sweep, working_set_bytes, "
+                         f"bandwidth_gbs")
     try:
         reader = csv.DictReader(lines)
-        header = [h.strip() for h in (reader.fieldnames or [])]
+        header = _header(reader, path)
+        reader.fieldnames = header
+        rows = list(enumerate(reader, start=2))
     except csv.Error as exc:
         raise InputError(f"{path} is not a valid CSV file ({exc})") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise InputError(f"{path} lacks the column(s) {', '.join(missing)}; a measurements CSV "
-                         f"needs {', '.join(REQUIRED_COLUMNS)}")
-    reader.fieldnames = header
     records: list[Measurement] = []
-    try:
-        for line_no, row in enumerate(reader, start=2):
-            where = f"{path} line {line_no}"
-            if None in row:
-                raise InputError(f"{where} has more fields than the header")
-            sweep = (row.get("sweep") or "").strip()
-            if sweep not in SWEEPS:
-                raise InputError(f"{where}: sweep must be one of {', '.join(SWEEPS)}, got {sweep!r}")
-            kwargs = {"sweep": sweep,
-                      "working_set_bytes": _number(row["working_set_bytes"], "working_set_bytes", where, True),
-                      "bandwidth_gbs": _number(row["bandwidth_gbs"], "bandwidth_gbs", where, False)}
-            for name, kind in _FIELD_TYPES.items():
-                if name in kwargs or name not in row:
-                    continue
-                value = _optional(row[name], kind)
-                if value is not None:
-                    kwargs[name] = value
-            records.append(Measurement(**kwargs))
-    except csv.Error as exc:
-        raise InputError(f"{path} is not a valid CSV file ({exc})") from None
+    for i, (line_no, row) in enumerate(rows):
+        where = f"{path} line {line_no}"
+        if None in row:
+            raise InputError(f"{where} has more fields than the header")
+        cut = [k for k in header if row.get(k) is None]
+        if cut:
+            if i == len(rows) - 1:   # the last row of a run that stopped while writing
+                if warnings is not None:
+                    warnings.append(f"the last row of {path.name} (line {line_no}) was cut short "
+                                    f"({len(header) - len(cut)} of {len(header)} fields) and was left out")
+                break
+            raise InputError(f"{where} has fewer fields than the header")
+        records.append(_row(row, where))
     if not records:
         raise InputError(f"{path} has a header but no measurements")
     return records

@@ -1,0 +1,168 @@
+"""The latency chase: the chain is one cycle over every line and the kernel walks it (interpreter),
+the compiled loop is one dependent load per hop (cross-compiled), and on the simulator the
+latencies, line and sector sizes and the H200's near and far L2 halves come back."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from measure.chains import ChainSpec, build_host_chain, is_one_cycle, walk_host_chain
+
+ROOT = Path(__file__).resolve().parents[1]
+KIB, MIB = 1024, 1024 * 1024
+
+
+@pytest.mark.parametrize("elements,slot,sequential", [(37, 64, False), (500, 64, False), (64, 512, False),
+                                                      (200, 8, True), (3, 128, False)])
+def test_chain_is_one_cycle_over_every_element(elements, slot, sequential):
+    spec = ChainSpec(elements, slot, sequential=sequential, seed=elements)
+    buf = np.zeros(spec.span_bytes // 8, dtype=np.int64)
+    base = 1 << 40
+    start = build_host_chain(spec, base, buf)
+    assert is_one_cycle(spec, buf, base, start)
+    assert walk_host_chain(buf, base, start, elements) == start
+
+
+def test_interpreter_kernel_walks_the_chain():
+    """The Triton kernel (in the interpreter) stands where a host walk of the same chain stands,
+    after the warm-up and the timed hops: every hop follows the chain."""
+    import torch
+    from measure.chase import chase_kernel
+    spec = ChainSpec(97, 64, seed=3)
+    buf = torch.zeros(spec.span_bytes // 8, dtype=torch.int64)
+    base = buf.data_ptr()
+    start = build_host_chain(spec, base, buf.numpy())
+    out = torch.zeros(3, dtype=torch.int64)
+    for warm, hops in ((0, 1), (97, 5), (10, 97), (97, 300)):
+        chase_kernel[(1,)](start, out, warm, hops, L2ONLY=False, CLOCK=2, ASM=0)
+        assert int(out[2]) == walk_host_chain(buf.numpy(), base, start, warm + hops)
+
+
+def test_walks_cover_the_working_set():
+    """A measurement warms up with a whole pass (every line touched) before it times; a chain
+    past the caches is walked cold, a part at a time."""
+    warm, hops = ChainSpec(5000).walk()
+    assert warm == 5000 and hops >= 5000
+    warm, hops = ChainSpec(100).walk()
+    assert warm == 100 and hops >= 100 * 100   # short chains go round many times
+    cold = ChainSpec(10, cold=True)
+    assert cold.partial and cold.walk()[0] == 0
+
+
+CROSS = r"""
+import json, re, triton
+from triton.compiler import ASTSource
+from triton.backends.compiler import GPUTarget
+from measure.chase import chase_kernel
+sig = {"start": "i64", "out_ptr": "*i64", "warm_hops": "i32", "hops": "i32", "L2ONLY": "constexpr",
+       "CLOCK": "constexpr", "ASM": "constexpr"}
+out = {}
+for name, tgt, clock, asm in (("sm_90", GPUTarget("cuda", 90, 32), 0, 1), ("gfx942", GPUTarget("hip", "gfx942", 64), 1, 0)):
+    for l2 in (False, True):
+        k = triton.compile(ASTSource(fn=chase_kernel, signature=sig, constexprs={"L2ONLY": l2, "CLOCK": clock, "ASM": asm}),
+                           target=tgt, options={"num_warps": 1})
+        code = k.asm.get("ptx") or k.asm.get("amdgcn")
+        out[f"{name}/{int(l2)}"] = [l.strip() for l in code.splitlines()
+                                    if re.search(r"ld\.global|global_load|clock64|globaltimer|s_memtime|s_memrealtime|mad\.|shl\.|mul\.", l)]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def chase_code():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", CROSS], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("l2,op", [(0, "ld.global.u64"), (1, "ld.global.cg.u64")])
+def test_sm90_hop_is_one_load_of_its_own_address(chase_code, l2, op):
+    lines = chase_code[f"sm_90/{l2}"]
+    loads = [line for line in lines if line.startswith(op)]
+    assert len(loads) == 2                                    # the warm-up loop and the timed loop
+    for line in loads:
+        dst, src = line.split()[1].rstrip(","), line.split("[")[1].rstrip("];")
+        assert dst == src                                     # the loaded value is the next address
+    assert not any(line.startswith(("mad.", "shl.", "mul.")) for line in lines)   # no index arithmetic
+    assert any("%clock64" in line for line in lines) and any("%globaltimer" in line for line in lines)
+
+
+def test_gfx942_hop_is_a_global_load(chase_code):
+    for l2 in (0, 1):
+        lines = chase_code[f"gfx942/{l2}"]
+        assert sum("global_load_dwordx2" in line for line in lines) >= 2
+        assert any("s_memtime" in line for line in lines)
+
+
+# -- on the simulator ---------------------------------------------------------------------------
+
+def _run(name):
+    from detector.analyze import detect_levels
+    from detector.latency import attach_lines, probe_targets
+    from measure.records import MeasurementLog
+    from measure.session import SessionOptions, characterize, measure_latency, probe_latency_lines
+    from measure.simulated import SimulatedGPU, load_profile
+    prof = load_profile(name)
+    log = MeasurementLog(None)
+    opts = SessionOptions()
+    session = characterize(SimulatedGPU(prof), log, opts)
+    measure_latency(session, SimulatedGPU(prof), log, opts)
+    det = detect_levels(log.records, prof.facts)
+    probe_latency_lines(session, probe_targets(det.levels), log, opts)
+    attach_lines(det.levels, log.records)
+    return prof, det, len(log.records)
+
+
+def test_h200_latencies_lines_and_l2_halves_recovered():
+    prof, det, n = _run("h200")
+    assert n <= 400
+    by = {lv.name: lv for lv in det.levels}
+    truth = {lv.name: lv for lv in prof.levels}
+    for name in ("L1", "L2", "HBM"):
+        assert abs(by[name].latency_ns / truth[name].latency_ns - 1) <= 0.05, (name, by[name].latency_ns)
+        assert by[name].latency_cycles and abs(by[name].latency_cycles / (by[name].latency_ns * 1.98) - 1) < 0.05
+    # the far half of the split L2, with its size: 240 ns up to the L2's capacity
+    steps = by["L2"].latency_steps
+    assert len(steps) == 2 and abs(steps[1]["latency_ns"] / 240 - 1) <= 0.05
+    assert abs(steps[1]["up_to_bytes"] / truth["L2"].capacity_bytes - 1) <= 0.1
+    assert steps[0]["up_to_bytes"] < 0.75 * truth["L2"].capacity_bytes
+    for name in ("L1", "L2"):
+        assert by[name].line_bytes == 128 and by[name].sector_bytes == 32
+    # the latency knee of the L1 agrees with the bandwidth cliff within 2 KiB
+    assert abs(by["L1"].latency_capacity_bytes - by["L1"].capacity_bytes) <= 2 * KIB
+
+
+def test_mi300x_latencies_recovered():
+    prof, det, _ = _run("mi300x")
+    by = {lv.name: lv for lv in det.levels}
+    for lv in prof.levels:
+        assert abs(by[lv.name].latency_ns / lv.latency_ns - 1) <= 0.05, (lv.name, by[lv.name].latency_ns)
+    assert by["L2"].line_bytes == 128
+
+
+def test_analyze_reads_latency_rows(tmp_path):
+    """A CSV of latency rows only (metric=latency, latency_ns, no bandwidth) next to bandwidth rows."""
+    from measure.reader import read_measurements
+    p = tmp_path / "m.csv"
+    rows = ["sweep,working_set_bytes,bandwidth_gbs,metric,latency_ns"]
+    rows += [f"chase,{kib * 1024},,latency,{17.0 if kib < 200 else 140.0}" for kib in (16, 32, 64, 128, 256, 512, 1024)]
+    rows += [f"private,{kib * 1024},{30000 if kib < 200 else 9000},bandwidth," for kib in (16, 32, 64, 128, 256, 512, 1024)]
+    p.write_text("\n".join(rows) + "\n")
+    recs = read_measurements(p)
+    chase = [r for r in recs if r.metric == "latency"]
+    assert len(chase) == 7 and all(r.sweep == "chase" and r.latency_ns > 0 for r in chase)
+    assert chase[0].bandwidth_gbs == pytest.approx(64 / 17.0)
+
+
+def test_no_latency_option(tmp_path):
+    from detect_caches import main
+    assert main(["--simulate", "h200", "--no-latency", "--no-peaks", "--quiet", "--out", str(tmp_path / "r")]) == 0
+    result = json.loads((tmp_path / "r" / "result.json").read_text())
+    assert all(lv["latency_ns"] is None for lv in result["levels"])
+    assert "latency" not in (tmp_path / "r" / "measurements.csv").read_text().split("\n", 2)[1]
