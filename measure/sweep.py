@@ -129,10 +129,11 @@ class AdaptiveSweep:
             self.recheck_outliers(coarse, levels)
             levels = np.array([self.state.level(s) for s in coarse])
             transitions = self.find_transitions(coarse, levels)
-            for q in self.plan.crossings:
+            extra = [q for q in self.plan.large_crossings if q not in self.plan.crossings]
+            for q in (*self.plan.crossings, *extra):
                 for tr in sorted(transitions, key=lambda t: -abs(t.hi_log - t.lo_log)):
                     large = coarse[tr.left] >= self.plan.large_bytes
-                    if large and q not in self.plan.large_crossings:
+                    if q not in (self.plan.large_crossings if large else self.plan.crossings):
                         continue
                     self.bisect(coarse[tr.left], coarse[tr.right], tr, q,
                                 self.plan.large_resolution if large else self.plan.resolution,

@@ -15,7 +15,11 @@ CAPACITY_TEXT = (
     "speed. The interval is where the physical size can lie given the data; the repeatability "
     "is how much the capacity and the bandwidth move between runs of the same card (1 sigma, "
     "estimated inside the run). Capacities of `per_cu` levels are per SM/CU, of `per_xcd` "
-    "levels per chiplet.")
+    "levels per chiplet. Latency: a one-SM pointer chase over random cycles of 64-byte slots, ns "
+    "from a device timer and SM cycles from the cycle counter; a level the chase sees in steps (the "
+    "near and far halves of a split L2) lists each. Line: the bytes a line holds (chains of one "
+    "element per 512 bytes against the dense curve); sector: what a miss brings in from the next "
+    "level (chains in address order at 8-256 byte strides).")
 
 
 def _capacity_cell(lv: dict) -> str:
@@ -46,18 +50,36 @@ def _repeat(lv: dict) -> str:
     return " / ".join(cells)
 
 
+def _latency(lv: dict) -> str:
+    ns, cyc = lv.get("latency_ns"), lv.get("latency_cycles")
+    if ns is None:
+        return "-"
+    text = f"{ns:.1f} ns" + (f" ({cyc:.0f} cyc)" if cyc else "")
+    far = lv.get("latency_steps") or []
+    if len(far) > 1:
+        text += ", then " + ", ".join(f"{s['latency_ns']:.0f} ns" for s in far[1:])
+    return text
+
+
+def _lines(lv: dict) -> str:
+    line, sector = lv.get("line_bytes"), lv.get("sector_bytes")
+    if line is None and sector is None:
+        return "-"
+    return f"{line or '?'} / {sector or '?'} B"
+
+
 def levels_rows(result: dict) -> list[list[str]]:
     rows = []
     for lv in result["levels"]:
         rows.append([lv["name"], SCOPE_WORDS.get(lv.get("scope"), lv.get("scope", "")),
                      _capacity_cell(lv), lv.get("fall_shape") or "-", fmt_gbs(lv["bandwidth_gbs"]),
-                     _share(lv), _peak(lv), _repeat(lv), f"{lv.get('confidence', 0):.2f}",
-                     fmt_bytes(lv.get("api_bytes"))])
+                     _share(lv), _peak(lv), _latency(lv), _lines(lv), _repeat(lv),
+                     f"{lv.get('confidence', 0):.2f}", fmt_bytes(lv.get("api_bytes"))])
     return rows
 
 
-LEVEL_HEADER = ["level", "scope", "capacity (interval)", "fall", "plateau bandwidth",
-                "share of ceiling", "peak (tuned launch)", "repeatability", "confidence", "API size"]
+LEVEL_HEADER = ["level", "scope", "capacity (interval)", "fall", "plateau bandwidth", "share of ceiling",
+                "peak (tuned launch)", "latency", "line / sector", "repeatability", "confidence", "API size"]
 
 
 def summary_table(result: dict) -> str:
@@ -109,6 +131,11 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
         how = "the slope of kernel time against load iterations (CUDA events)"
     lines.append(f"- {result['measurements']} measurements, {result['elapsed_s']:.1f} s in all; each "
                  f"bandwidth is {how}; plateaus and knees from ruptures changepoints on log bandwidth.")
+    lat = method.get("latency")
+    if lat:
+        lines.append(f"- Latency: {lat.get('measurements', 0)} chase points (chains up to "
+                     f"{fmt_bytes(lat.get('max_chain_bytes'))}) and {lat.get('probe_measurements', 0)} sector and "
+                     f"line probes, {lat.get('seconds', 0) + lat.get('probe_seconds', 0):.1f} s.")
     peaks = method.get("peak_probes")
     if peaks:
         lines.append(f"- Peak probes: {peaks.get('measurements', 0)} measurements of other launch "

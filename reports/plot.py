@@ -14,8 +14,10 @@ import numpy as np  # noqa: E402
 from detector.levels import Detection  # noqa: E402
 from reports.atomic import write_bytes_atomic  # noqa: E402
 from reports.fmt import fmt_bytes  # noqa: E402
+from measure.chains import DENSE_SLOT_BYTES  # noqa: E402
 
-SWEEP_TITLES = {"private": "private sweep: every program reads one buffer (x = bytes per SM/CU)",
+SWEEP_TITLES = {"chase": "latency: one-SM pointer chase (x = chain bytes)",
+                "private": "private sweep: rows by SM/CU (x = bytes per SM/CU)",
                 "shared": "shared sweep: whole device (x = aggregate bytes)"}
 COLORS = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b"]
 
@@ -46,15 +48,45 @@ def _mark_capacities(ax, an, ymin: float) -> None:
                 va="bottom", fontsize=8, color="#333333")
 
 
+def _latency_panel(ax, an) -> None:
+    """Latency against chain size: plateaus (ns), knees."""
+    c = an.curve
+    ns = DENSE_SLOT_BYTES / c.bandwidth_gbs
+    ax.loglog(c.size_bytes, ns, ".", color="#444444", ms=4, label="measured (ns per hop)")
+    for i, p in enumerate(an.plateaus):
+        col = COLORS[i % len(COLORS)]
+        ax.hlines(DENSE_SLOT_BYTES / p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2)
+        ax.text(np.sqrt(p.size_lo_bytes * p.size_hi_bytes), DENSE_SLOT_BYTES / p.bandwidth_gbs * 1.12,
+                f"{DENSE_SLOT_BYTES / p.bandwidth_gbs:.0f} ns", ha="center", fontsize=8, color=col)
+    for st in an.steps:
+        ax.axvline(st.estimate.capacity_bytes, color="#333333", ls="--", lw=1.0)
+    lo, hi = float(c.size_bytes.min()), float(c.size_bytes.max())
+    ax.set_xlim(lo / 1.15, hi * 1.15)
+    ticks = binary_ticks(lo / 1.15, hi * 1.15)
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([tick_label(t) for t in ticks]))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_ylim(ns.min() * 0.7, ns.max() * 1.6)
+    ax.set_xlabel("chain (working set)")
+    ax.set_ylabel("latency (ns)")
+    ax.set_title(SWEEP_TITLES["chase"], fontsize=10, color="#222222")
+    ax.grid(True, which="both", color="#dddddd", lw=0.5)
+    ax.plot([], [], ls="--", color="#333333", label="latency knee")
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+
+
 def build_figure(detection: Detection, title: str):
     """The matplotlib figure: one log-log panel per sweep."""
-    sweeps = [s for s in ("private", "shared") if s in detection.sweeps]
+    sweeps = [s for s in ("private", "shared", "chase") if s in detection.sweeps]
     fig, axes = plt.subplots(len(sweeps), 1, figsize=(10, 4.2 * len(sweeps)), squeeze=False)
     fig.patch.set_facecolor("white")
     for ax, sweep in zip(axes[:, 0], sweeps):
         an = detection.sweeps[sweep]
         c = an.curve
         ax.set_facecolor("white")
+        if sweep == "chase":
+            _latency_panel(ax, an)
+            continue
         ax.loglog(c.size_bytes, c.bandwidth_gbs, ".", color="#444444", ms=4, label="measured (median per size)")
         if c.noisy.any():
             ax.loglog(c.size_bytes[c.noisy], c.bandwidth_gbs[c.noisy], "x", color="#d62728", ms=6, label="noisy point")
