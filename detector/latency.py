@@ -54,7 +54,13 @@ def _cycles(an: SweepAnalysis, records: list[Measurement], i: int) -> float | No
 
 
 def _set_latency(lv: Level, an: SweepAnalysis, records, i: int) -> None:
-    lv.latency_ns = round(_ns(an.plateaus[i].bandwidth_gbs), 2)
+    """The latency of a hit in the level: the median over the first half of its plateau (away
+    from the fall, where a level that starts missing before it is full already sags)."""
+    p = an.plateaus[i]
+    half = p.first_bin + max((p.last_bin - p.first_bin) // 2, 0)
+    sel = (an.point_bin >= p.first_bin) & (an.point_bin <= half)
+    rate = float(10 ** np.median(an.curve.y[sel])) if sel.any() else p.bandwidth_gbs
+    lv.latency_ns = round(_ns(rate), 2)
     lv.latency_cycles = _cycles(an, records, i)
 
 
@@ -85,8 +91,7 @@ def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measure
         own = min(knees, key=lambda i: abs(math.log(an.steps[i].estimate.capacity_bytes / lv.capacity_bytes)))
         near = [i for i in knees if i < own and _octaves(an.plateaus[i]) >= NEAR_OCTAVES
                 and (i > 0 or lv is not caches[0])]
-        first = near[0] if near else own
-        _set_latency(lv, an, records, first)
+        _set_latency(lv, an, records, min(knees))   # a hit: the fastest plateau of its group
         knee = an.steps[own].estimate
         lv.latency_capacity_bytes = int(round(knee.capacity_bytes))
         lv.latency_fall_shape = knee.shape
