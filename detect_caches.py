@@ -1,22 +1,31 @@
-"""detect-caches: find a GPU's cache hierarchy from a Triton streaming-load sweep.
+"""detect-caches: find a GPU's cache hierarchy from Triton bandwidth and latency sweeps.
 
-The thin command-line layer: parse arguments, run measure -> detector -> reports, map errors
-to one line on stderr and exit code 2. `python -m detect_caches` works as well.
+The thin command-line layer: parse arguments, call the pipeline (the same code the Python API
+runs: `from detect_caches import characterize, analyze, compare`), map errors to one line on
+stderr and exit code 2. Exit 1 means drift, only: any failure is 2, an unexpected one with its
+traceback saved to a file named on stderr. `python -m detect_caches` works as well.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
 import time
-from pathlib import Path
-
-from measure.errors import DetectCachesError, DeviceError, InputError
 
 PROCESS_T0 = time.perf_counter()   # import of the CLI: close to process start
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import traceback  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from measure.errors import DetectCachesError, DeviceError, InputError  # noqa: E402
+from pipeline import api as _api  # noqa: E402
+from pipeline.api import Result, analyze, characterize, compare  # noqa: E402,F401  (the Python API)
+
+_api.T0 = PROCESS_T0
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
-SUBCOMMANDS = ("analyze", "compare", "fleet", "run", "benchmark")
+__all__ = ["characterize", "analyze", "compare", "Result", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,8 +39,8 @@ def _positive(kind):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if not (value > 0 and value < float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
         return value
     return parse
 
@@ -52,45 +61,45 @@ def _tolerance(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 <= value < 10:
-        raise argparse.ArgumentTypeError(f"must be a fraction >= 0 (0.05 = 5%), got {text}")
+        raise argparse.ArgumentTypeError(f"must be a fraction >= 0 (0.03 = 3%), got {text}")
     return value
 
 
 def _add_compare_options(p: argparse.ArgumentParser) -> None:
     from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL
     p.add_argument("--capacity-tol", type=_tolerance, default=DEFAULT_CAPACITY_TOL,
-                   help=f"relative capacity change that counts as drift when the intervals do not "
-                        f"overlap (default {DEFAULT_CAPACITY_TOL})")
+                   help=f"relative capacity change that counts as drift, when the runs' repeatabilities do "
+                        f"not explain it (default {DEFAULT_CAPACITY_TOL})")
     p.add_argument("--bandwidth-tol", type=_tolerance, default=DEFAULT_BANDWIDTH_TOL,
-                   help=f"relative bandwidth change that counts as drift when the plateau spreads do "
-                        f"not overlap (default {DEFAULT_BANDWIDTH_TOL})")
-    p.add_argument("--force", action="store_true",
-                   help="compare results of different device models anyway")
+                   help=f"relative bandwidth change that counts as drift, likewise (default {DEFAULT_BANDWIDTH_TOL})")
+    p.add_argument("--force", action="store_true", help="compare results of different device models anyway")
 
 
 def main_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="detect-caches", description=(
-        "Characterize a GPU's cache hierarchy: adaptive bandwidth sweeps, changepoint analysis, "
-        "a report. Subcommands: analyze CSV, compare BASE CUR, run, benchmark (the seed's modes); "
-        "`detect-caches SUBCOMMAND --help` for each."))
+        "Characterize a GPU's cache hierarchy: adaptive bandwidth and latency sweeps, changepoint "
+        "analysis, a report. Subcommands: analyze CSV, compare BASE CUR, history RESULTS..., fleet "
+        "RESULTS..., run, benchmark (the seed's modes); `detect-caches SUBCOMMAND --help` for each."))
     src = p.add_mutually_exclusive_group()
     src.add_argument("--gpu", metavar="INDEX", help="measure this GPU; `all` or a list such as 0,2,5 "
                                                     "measures each at once and writes a node summary")
-    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x or a profile "
-                                                           "JSON file; a comma list simulates a node")
+    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x, a100, h100, v100, a40, "
+                                                           "l40, mi100, mi210, rx6900xt or a profile JSON file; a "
+                                                           "comma list simulates a node")
     p.add_argument("--sim-index", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--out", type=Path, help="output folder (must not exist yet; default "
+    p.add_argument("--out", type=Path, help="output folder (must not exist yet, or be empty; default "
                                              "detect-caches-results/<device>-<time>)")
-    p.add_argument("--baseline", type=Path, help="compare with this result.json after measuring; exit 1 on drift")
+    p.add_argument("--baseline", type=Path, help="compare with this result.json, or with the latest earlier run of "
+                                                  "the same GPU in this folder, after measuring; exit 1 on drift")
     p.add_argument("--json", action="store_true", help="print result.json to stdout instead of the table")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress")
     p.add_argument("--budget", type=_positive(int), default=400,
                    help="most kernel measurements, bandwidth and latency together (default 400)")
     p.add_argument("--grid-multiplier", type=_positive(int), default=4,
                    help="programs per SM/CU in the shared sweep (default 4, the seed's)")
     p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
     p.add_argument("--max-working-set", type=_positive(float), metavar="MIB",
-                   help="cap the largest working set (MiB)")
+                   help="cap the largest working set (MiB, at least 16)")
     p.add_argument("--timing", choices=("events", "device"), default="events",
                    help="events: CUDA events and the load-iteration regression (default); device: "
                         "warm-up then a timed phase read from an in-kernel clock (one wave only)")
@@ -102,177 +111,97 @@ def main_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _out_dir(path: Path | None, device_name: str) -> Path:
-    if path is None:
-        slug = "".join(ch if ch.isalnum() else "-" for ch in device_name.lower()).strip("-")
-        path = Path("detect-caches-results") / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise InputError(f"{path} already exists; choose another --out (results are never overwritten)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise InputError(f"cannot write to {path}: {exc.strerror or exc}") from None
-    return path
-
-
-def _write_outputs(out: Path, detection, facts, *, measurements: int, elapsed: float,
-                   method: dict, warnings: list[str]) -> dict:
-    from reports.markdown import render_report
-    from reports.plot import write_plot
-    from reports.result_json import build_result, write_result
-    from reports.atomic import write_text_atomic
-    result = build_result(detection, facts, measurements=measurements, elapsed_s=elapsed,
-                          method=method, extra_warnings=warnings)
-    title = facts.name if facts.name.startswith("simulated") or not facts.simulated else f"{facts.name} (simulated)"
-    write_plot(out / "bandwidth.png", detection, title)
-    write_result(out / "result.json", result)
-    write_text_atomic(out / "report.md", render_report(result))
-    return result
-
-
-def _finish(result: dict, args, out: Path) -> int:
-    from reports.markdown import summary_table
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(summary_table(result))
-        print(f"report: {out / 'report.md'}")
-    code = EXIT_OK
-    if getattr(args, "baseline", None):
-        from reports.compare import check_comparable, compare_results
-        from reports.result_json import read_result
-        base = read_result(args.baseline)
-        check_comparable(base, result, force=args.force)
-        cmp = compare_results(base, result, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
-        print(cmp.markdown(), file=sys.stderr if args.json else sys.stdout)
-        code = EXIT_DRIFT if cmp.drift else EXIT_OK
-    return code
-
-
-def _progress(args, total: int):
-    if args.quiet:
-        return None, None
-    from tqdm import tqdm
-    bar = tqdm(total=total, unit="pt", file=sys.stderr, desc="measuring", leave=False)
-
-    def on_point(m):
-        bar.set_postfix_str(f"{m.sweep} {m.working_set_bytes / 2**20:.2f} MiB {m.bandwidth_gbs:,.0f} GB/s")
-        bar.update(1)
-    return bar, on_point
-
-
-def _sweeps(args) -> tuple[str, ...]:
-    sweeps = tuple(s.strip() for s in args.sweeps.split(",") if s.strip())
+def _sweeps(text: str) -> tuple[str, ...]:
+    sweeps = tuple(s.strip() for s in text.split(",") if s.strip())
     if not sweeps or any(s not in ("private", "shared") for s in sweeps):
-        raise InputError(f"--sweeps takes private, shared or both, got {args.sweeps!r}")
+        raise InputError(f"--sweeps takes private, shared or both, got {text!r}")
     return sweeps
 
 
-def _open_device(args, gpu_index: int | None, profile: str | None):
-    if profile is not None:
-        from measure.simulated import SimulatedGPU, load_profile
-        device = SimulatedGPU(load_profile(profile))
-        device.facts.index = args.sim_index if gpu_index is None else gpu_index
-        return device
-    from measure.gpu import TritonGPU
-    return TritonGPU(gpu_index)
+def _options(args) -> "_api.Options":
+    return _api.Options(budget=args.budget, latency=not args.no_latency, peaks=not args.no_peaks,
+                        timing=args.timing, sweeps=_sweeps(args.sweeps), grid_multiplier=args.grid_multiplier,
+                        max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None)
 
 
-def characterize_one(args, device, out: Path) -> dict:
-    """Sweeps, peak probes, analysis and reports for one device; returns result.json's content."""
-    from measure.records import MeasurementLog
-    from measure.session import (SessionOptions, characterize, measure_latency, probe_latency_lines,
-                                 probe_level_peaks)
-    from detector.analyze import detect_levels
-    from detector.latency import attach_lines, probe_targets
-    from detector.peaks import attach_peaks
-    t0 = time.perf_counter()
-    latency = 0 if args.no_latency else min(84, args.budget // 4)
-    opts = SessionOptions(sweeps=_sweeps(args), grid_multiplier=args.grid_multiplier, budget=args.budget,
-                          max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
-                          timing=args.timing, peak_budget=0 if args.no_peaks else min(24, args.budget // 5),
-                          latency_budget=latency)
-    bar, on_point = _progress(args, args.budget)
-    log = MeasurementLog(out / "measurements.csv")
-    try:
-        session = characterize(device, log, opts, on_point=on_point)
-        if latency:
-            measure_latency(session, device, log, opts, on_point)
-        t = time.perf_counter()
-        detection = detect_levels(session.records, device.facts)
-        analysis_s = time.perf_counter() - t
-        if opts.peak_budget:
-            probe_level_peaks(session, detection.levels, log, opts, on_point)
-        if latency:
-            probe_latency_lines(session, probe_targets(detection.levels), log, opts, on_point)
-    except KeyboardInterrupt:
-        log.close()
-        raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
-                         f"{out / 'measurements.csv'} (`detect-caches analyze` reports on them)") from None
-    except DetectCachesError as exc:
-        log.close()
-        raise type(exc)(f"{exc}; the {len(log.records)} measurements taken are kept in "
-                        f"{out / 'measurements.csv'}") from None
-    finally:
-        if bar is not None:
-            bar.close()
-    log.close()
-    # the peak, sector and line probes are not part of any curve: only their levels' figures change
-    attach_peaks(detection.levels, session.records)
-    attach_lines(detection.levels, session.records)
-    session.method["timing"] = args.timing
-    session.method["analysis_seconds"] = round(analysis_s, 3)
-    session.method["process_seconds_before_measuring"] = round(t0 - PROCESS_T0, 3)
-    return _write_outputs(out, detection, device.facts, measurements=len(session.records),
-                          elapsed=time.perf_counter() - t0, method=session.method,
-                          warnings=session.warnings)
+def _print(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    if stream is not None:
+        print(text, file=stream)
+
+
+def _finish(result: Result, args) -> int:
+    from reports.markdown import summary_table
+    if args.json:
+        _print(result.to_json().rstrip("\n"))
+    else:
+        _print(summary_table(result.data))
+        if result.out:
+            _print(f"report: {result.out / 'report.md'}")
+    cmp = result.data.get("comparison")
+    if cmp is None:
+        return EXIT_OK
+    _print(cmp["markdown"], err=args.json)
+    return EXIT_DRIFT if cmp["drift"] else EXIT_OK
+
+
+def measure_one(args, gpu: int | None, profile: str | None, out: Path) -> dict:
+    """One GPU of a node or fleet rank: measured into ``out``; returns result.json's content."""
+    from pipeline.progress import Progress
+    result = characterize(gpu, simulate=profile, out=out, options=_options(args),
+                          progress=Progress(args.budget, quiet=True))
+    return result.data
 
 
 def cmd_main(argv: list[str]) -> int:
-    from measure import fleet
+    from pipeline import node
+    from pipeline.outputs import default_out
+    from pipeline.progress import Progress
     args = main_parser().parse_args(argv)
-    _sweeps(args)
-    if args.baseline is not None:
-        from reports.result_json import read_result
-        read_result(args.baseline)   # fail before measuring, not after
-    rank = fleet.distributed_rank()
+    options = _options(args)
+    options.session()                       # bad option values fail before anything is opened
+    if args.baseline is not None and not args.baseline.exists():
+        raise InputError(f"{args.baseline}: no such file or folder")
+    rank = node.distributed_rank()
     if rank is not None:
-        return fleet.run_rank(args, rank, characterize_one, _open_device, _finish_fleet)
+        return node.run_rank(args, rank, measure_one, _finish_fleet)
     if args.gpu is None and args.simulate is None:
         raise InputError("say what to measure: --gpu INDEX (or all, or 0,2,5), or --simulate PROFILE")
-    targets = fleet.node_targets(args)
+    targets = node.node_targets(args)
     if len(targets) > 1 or (args.gpu is not None and not args.gpu.strip().isdigit()):   # all, lists
-        return fleet.run_node(args, targets, _finish_fleet)
+        return node.run_node(args, targets, _finish_fleet)
     gpu_index, profile = targets[0]
-    if gpu_index is not None and gpu_index < 0:
-        raise InputError(f"--gpu takes an index >= 0, got {gpu_index}")
-    device = _open_device(args, gpu_index, profile)
-    out = _out_dir(args.out, device.facts.name)
-    return _finish(characterize_one(args, device, out), args, out)
+    device = _api.open_device(gpu_index, profile, args.sim_index)
+    baseline = _api.resolve_baseline(args.baseline, device.facts)   # before measuring, not after
+    out = args.out or default_out(device.facts.name)
+    result = characterize(device=device, out=out, options=options, baseline=baseline,
+                          progress=Progress(args.budget, quiet=args.quiet),
+                          capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
+    return _finish(result, args)
 
 
-def _finish_fleet(results: list[dict], args, out: Path, failed: list[str], *, same_time: bool = False) -> int:
-    """Fleet report over ``results`` into ``out`` (fleet.md, fleet.json); exit 1 on outliers."""
+def _finish_fleet(results: list[dict], args, out: Path | None, failed: list[str], *, same_time: bool = False) -> int:
+    """Fleet report over ``results`` into ``out`` (fleet.md, fleet.json, fleet.csv, fleet.png);
+    exit 1 on outliers."""
     from reports.atomic import write_text_atomic
     from reports.fleet import SAME_TIME_CONTEXT, build_fleet_report
+    from reports.result_json import dumps, read_result
     if not results:
         raise DeviceError("no GPU produced a result: " + "; ".join(failed))
-    from reports.result_json import read_result
     baseline = read_result(args.baseline) if getattr(args, "baseline", None) else None
     report = build_fleet_report(results, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
-                                failed=failed, context=SAME_TIME_CONTEXT if same_time else "",
-                                baseline=baseline)
+                                failed=failed, context=SAME_TIME_CONTEXT if same_time else "", baseline=baseline)
     if getattr(args, "json", False):
-        print(json.dumps(report.to_dict(), indent=2))
+        _print(dumps(report.to_dict()).rstrip("\n"))
     else:
-        print(report.markdown())
+        _print(report.markdown())
     if out is not None:
+        from reports.fleet_plot import write_fleet_plot
         write_text_atomic(out / "fleet.md", report.markdown())
-        write_text_atomic(out / "fleet.json", json.dumps(report.to_dict(), indent=2) + "\n")
-        print(f"fleet report: {out / 'fleet.md'}", file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+        write_text_atomic(out / "fleet.json", dumps(report.to_dict()))
+        write_text_atomic(out / "fleet.csv", report.csv())
+        write_fleet_plot(out / "fleet.png", report)
+        _print(f"fleet report: {out / 'fleet.md'}", err=getattr(args, "json", False))
     if failed:
         return EXIT_ERROR
     return EXIT_DRIFT if report.drift else EXIT_OK
@@ -286,56 +215,82 @@ def cmd_analyze(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, help="output folder (default: <csv name>-analysis beside the CSV)")
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
     args = p.parse_args(argv)
-    from measure.device import DeviceFacts, load_device_json
-    from measure.reader import read_measurements
-    from detector.analyze import detect_levels
-    t0 = time.perf_counter()
-    records = read_measurements(args.csv)
-    facts = load_device_json(args.device_json) if args.device_json else DeviceFacts(name=args.csv.stem)
-    if args.vendor:
-        facts.vendor = args.vendor
-    detection = detect_levels(records, facts)
-    out = _out_dir(args.out or args.csv.with_name(args.csv.stem + "-analysis"), facts.name)
-    result = _write_outputs(out, detection, facts, measurements=len(records),
-                            elapsed=time.perf_counter() - t0, method={"source": str(args.csv)}, warnings=[])
-    return _finish(result, args, out)
+    out = args.out or args.csv.with_name(args.csv.stem + "-analysis")
+    result = analyze(args.csv, args.device_json, vendor=args.vendor, out=out)
+    return _finish(result, args)
 
 
 def cmd_compare(argv: list[str]) -> int:
     p = _Parser(prog="detect-caches compare", description=(
         "Regression check between two result.json files: a Markdown table on stdout; exit 0 if "
-        "within tolerance, 1 on drift, 2 on bad input."))
+        "within tolerance and repeatability, 1 on drift, 2 on bad input."))
     p.add_argument("baseline", type=Path)
     p.add_argument("current", type=Path)
     _add_compare_options(p)
     args = p.parse_args(argv)
-    from reports.compare import check_comparable, compare_results
-    from reports.result_json import read_result
-    base, cur = read_result(args.baseline), read_result(args.current)
-    check_comparable(base, cur, force=args.force)
-    cmp = compare_results(base, cur, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
-    print(cmp.markdown())
+    cmp = compare(args.baseline, args.current, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
+                  force=args.force)
+    _print(cmp.markdown().rstrip("\n"))
     return EXIT_DRIFT if cmp.drift else EXIT_OK
+
+
+def cmd_history(argv: list[str]) -> int:
+    p = _Parser(prog="detect-caches history", description=(
+        "The runs of each GPU model in time order (folders searched for result.json): a Markdown "
+        "table and a plot per level; exit 1 when the newest run of any GPU drifts from its previous run."))
+    p.add_argument("paths", type=Path, nargs="+", help="result.json files or folders of runs")
+    p.add_argument("--out", type=Path, help="write history.md and history.png into this new folder")
+    _add_compare_options(p)
+    args = p.parse_args(argv)
+    from reports.history import build_history, write_history_plot
+    history = build_history(args.paths, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol)
+    text = history.markdown()
+    _print(text.rstrip("\n"))
+    if args.out:
+        from pipeline.outputs import claim_out_dir, release
+        from reports.atomic import write_text_atomic
+        out = claim_out_dir(args.out)
+        try:
+            write_text_atomic(out / "history.md", text)
+            write_history_plot(out / "history.png", history)
+        finally:
+            release(out)
+        _print(f"history: {out / 'history.md'}", err=True)
+    return EXIT_DRIFT if history.drift else EXIT_OK
 
 
 def cmd_fleet(argv: list[str]) -> int:
     p = _Parser(prog="detect-caches fleet", description=(
-        "Fleet report from result.json files of GPUs of one model: the table, the fleet median, the "
-        "outliers; exit 0 if none, 1 if any, 2 on bad input."))
-    p.add_argument("results", type=Path, nargs="+", help="result.json files (one per GPU)")
-    p.add_argument("--out", type=Path, help="also write fleet.md and fleet.json into this new folder")
+        "Fleet report from result.json files of GPUs of one model: outliers first, each level's "
+        "distribution, the full table (fleet.csv); exit 0 if no outliers, 1 if any, 2 on bad input."))
+    p.add_argument("results", type=Path, nargs="+", help="result.json files (one per GPU), or folders of them")
+    p.add_argument("--out", type=Path, help="also write fleet.md, fleet.json, fleet.csv and fleet.png into this new folder")
     p.add_argument("--baseline", type=Path, help="also compare every GPU with this result.json")
+    p.add_argument("--json", action="store_true", help="print fleet.json to stdout")
     _add_compare_options(p)
     args = p.parse_args(argv)
+    from reports.history import find_results
     from reports.result_json import read_result
-    results = [read_result(path) for path in args.results]
-    for path, res in zip(args.results, results):
+    skipped: list[str] = []
+    found = find_results(args.results, skipped)
+    for line in skipped[:5]:
+        _print(f"detect-caches: skipped {line}", err=True)
+    results = [res for _, res in found]
+    for path, res in found:
         if not res["device"].get("host"):   # results from before hosts were recorded
             res["device"]["host"] = str(path.parent)
     if args.baseline is not None:
         read_result(args.baseline)
-    out = _out_dir(args.out, "fleet") if args.out else None
-    return _finish_fleet(results, args, out, [])
+    out = None
+    if args.out:
+        from pipeline.outputs import claim_out_dir
+        out = claim_out_dir(args.out)
+    try:
+        return _finish_fleet(results, args, out, [])
+    finally:
+        if out is not None:
+            from pipeline.outputs import release
+            release(out)
 
 
 def _seed_parser(prog: str, desc: str) -> argparse.ArgumentParser:
@@ -408,22 +363,59 @@ def cmd_benchmark(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _save_traceback(exc: BaseException) -> str:
+    """The full traceback of an unexpected failure, in a file; returns its path."""
+    fd, path = tempfile.mkstemp(prefix="detect-caches-error-", suffix=".log")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"detect-caches {sys.argv[1:]!r}\n")
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
+    return path
+
+
+def _run(argv: list[str]) -> int:
+    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "fleet": cmd_fleet, "history": cmd_history,
+                "run": cmd_run, "benchmark": cmd_benchmark}
+    if argv and argv[0] in handlers:
+        return handlers[argv[0]](argv[1:])
+    return cmd_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 ok, 1 drift (and nothing else), 2 any failure, with one line on stderr."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "fleet": cmd_fleet, "run": cmd_run,
-                "benchmark": cmd_benchmark}
     try:
-        if argv and argv[0] in handlers:
-            return handlers[argv[0]](argv[1:])
-        return cmd_main(argv)
+        code = _run(argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()            # a full disk under stdout fails here, not at exit
+        return code
     except DetectCachesError as exc:
-        print(f"detect-caches: error: {exc}", file=sys.stderr)
+        _print(f"detect-caches: error: {exc}", err=True)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("detect-caches: interrupted", file=sys.stderr)
+        _print("detect-caches: interrupted", err=True)
         return EXIT_ERROR
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, AttributeError, ValueError):
+            pass
+        return EXIT_ERROR
+    except OSError as exc:                 # a full disk, a closed stream, a vanished folder
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        _print(f"detect-caches: error: {exc.strerror or exc}{where}", err=True)
+        try:
+            if sys.stdout is not None:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_ERROR
+    except Exception as exc:               # never a traceback on the terminal, never exit 1
+        try:
+            saved = _save_traceback(exc)
+        except OSError:
+            saved = "nowhere: no temporary folder"
+        _print(f"detect-caches: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+               f"(traceback saved in {saved}; please report it)", err=True)
         return EXIT_ERROR
 
 

@@ -28,6 +28,7 @@ from measure.records import Measurement
 LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling gets a warning
 DEVICE_SPEED = 1.3       # a private plateau within this factor of the shared L2's speed is device-level
 BANDWIDTH_FLOOR = 0.003  # run-to-run bandwidth spread a real card shows beyond its sampling noise
+CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a resolved cliff
 
 
 def _confidence(an: SweepAnalysis, step_index: int) -> float:
@@ -62,7 +63,7 @@ def _plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: 
                  bandwidth_repeatability=round(math.hypot(sampling, floor), 5))
 
 
-def _with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float) -> Level:
+def _with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulated: bool = False) -> Level:
     """Capacity and fall of step ``k`` of ``an`` (x scaled by ``scale`` to the level's units)."""
     est: CapacityEstimate = an.steps[k].estimate
     level.capacity_bytes = int(round(est.capacity_bytes * scale))
@@ -72,7 +73,10 @@ def _with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float) -> Lev
     level.half_hit_bytes = int(round(est.half_hit_bytes * scale)) if est.half_hit_bytes else None
     level.transition_width_octaves = round(est.width_octaves, 3)
     level.fall_shape = est.shape
-    level.capacity_repeatability = round(est.repeatability, 5)
+    # a fall that is not a resolved cliff moves between runs of a real card more than its
+    # sampling noise says (where the points of the fall land, shapes no model fits exactly)
+    floor = 0.0 if simulated or est.shape.startswith("cliff") else CAPACITY_FLOOR
+    level.capacity_repeatability = round(math.hypot(est.repeatability, floor), 5)
     level.confidence = _confidence(an, k)
     if est.shape.startswith("cliff"):
         level.notes.append(f"a cliff between {fmt_bytes(est.low_bytes * scale)} (all hits) and "
@@ -141,7 +145,7 @@ def _per_cu_levels(priv: SweepAnalysis, count: int, simulated: bool) -> list[Lev
     for k, name in enumerate(per_cu_names(count)):
         lv = _plateau_level(name, "per_cu", priv, k, simulated)
         if k < len(priv.steps):
-            _with_capacity(lv, priv, k, 1.0)
+            _with_capacity(lv, priv, k, 1.0, simulated)
         else:
             lv.notes.append(f"no boundary within the private sweep: at least "
                             f"{fmt_bytes(priv.plateaus[k].size_hi_bytes)} per SM/CU")
@@ -197,7 +201,7 @@ def _device_levels(an: SweepAnalysis, start: int, facts: DeviceFacts, scale: flo
         # buffer; distinct rows per program and the shared sweep spread it over the XCDs
         divisor = xcds if per_xcd and spread else 1
         if k < len(steps):
-            _with_capacity(lv, an, k, scale / divisor)
+            _with_capacity(lv, an, k, scale / divisor, facts.simulated)
             if per_xcd:
                 lv.aggregate_capacity_bytes = lv.capacity_bytes * xcds
                 lv.notes.append(f"capacity per XCD; the {xcds} XCDs hold {fmt_bytes(lv.aggregate_capacity_bytes)} "

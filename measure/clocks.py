@@ -27,12 +27,48 @@ def _amdsmi():
         return None
 
 
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _nvml_environment(nv, h) -> dict:
+    """What a driver, firmware or admin change alters, each read on its own (a field the card or
+    driver does not support is left out, never guessed)."""
+    env: dict = {}
+    reads = {
+        "driver": lambda: _text(nv.nvmlSystemGetDriverVersion()),
+        "cuda_driver_version": lambda: nv.nvmlSystemGetCudaDriverVersion(),
+        "vbios": lambda: _text(nv.nvmlDeviceGetVbiosVersion(h)),
+        "ecc_mode": lambda: "on" if nv.nvmlDeviceGetEccMode(h)[0] else "off",
+        "mig_mode": lambda: "on" if nv.nvmlDeviceGetMigMode(h)[0] else "off",
+        "power_limit_w": lambda: round(nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0, 1),
+        "app_sm_clock_mhz": lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_SM),
+        "app_mem_clock_mhz": lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_MEM),
+        "max_sm_clock_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM),
+        "max_mem_clock_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM),
+        "persistence_mode": lambda: "on" if nv.nvmlDeviceGetPersistenceMode(h) else "off",
+        "compute_mode": lambda: {0: "default", 1: "exclusive thread", 2: "prohibited",
+                                 3: "exclusive process"}.get(nv.nvmlDeviceGetComputeMode(h), "unknown"),
+    }
+    for key, read in reads.items():
+        try:
+            env[key] = read()
+        except Exception:   # not supported on this card or driver
+            continue
+    return env
+
+
 def fill_facts(facts: DeviceFacts) -> None:
-    """Add clocks, bus width, driver and UUID to ``facts`` where a library can read them."""
+    """Add clocks, bus width, driver, UUID and the environment to ``facts`` where a library can
+    read them."""
     if facts.vendor == "nvidia":
         nv = _nvml()
         if nv is None:
             return
+        try:
+            facts.environment.update(_nvml_environment(nv, nv.nvmlDeviceGetHandleByIndex(facts.index)))
+        except Exception:
+            pass
         try:
             h = nv.nvmlDeviceGetHandleByIndex(facts.index)
             facts.sm_clock_max_mhz = float(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
@@ -60,6 +96,14 @@ def fill_facts(facts: DeviceFacts) -> None:
             facts.memory_bus_width_bits = int(vram.get("vram_bit_width") or 0) or None
         except Exception:
             pass
+        for key, read in {"driver": lambda: smi.amdsmi_get_gpu_driver_info(h)["driver_version"],
+                          "vbios": lambda: smi.amdsmi_get_gpu_vbios_info(h)["version"],
+                          "power_limit_w": lambda: smi.amdsmi_get_power_cap_info(h)["power_cap"] / 1e6}.items():
+            try:
+                h = smi.amdsmi_get_processor_handles()[facts.index]
+                facts.environment[key] = read()
+            except Exception:
+                continue
 
 
 class ClockReader:

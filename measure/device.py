@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from measure.errors import InputError
+from measure.safe_read import read_text_bounded
 
 VENDORS = ("nvidia", "amd")
 
@@ -51,6 +53,8 @@ class DeviceFacts:
     registers_per_cu: int | None = None
     shared_bytes_per_cu: int | None = None
     warp_size: int = 32
+    # what a driver or firmware update changes under a user's feet (measure.clocks.read_environment)
+    environment: dict = field(default_factory=dict)
 
     # -- physical ceilings -------------------------------------------------------------
     def l1_ceiling_gbs(self) -> float | None:
@@ -90,20 +94,46 @@ class DeviceFacts:
             if key not in known or value is None:
                 continue
             want = known[key].type
-            if "int" in want and not isinstance(value, bool) and isinstance(value, (int, float)):
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number and not math.isfinite(value):
+                raise InputError(f"{source}: field {key!r} must be a finite number, got {value!r}")
+            if want == "dict":
+                if not isinstance(value, dict) or len(value) > 100 or not all(
+                        isinstance(k, str) and (isinstance(v, (str, int, float, bool)) or v is None)
+                        for k, v in value.items()):
+                    raise InputError(f"{source}: field {key!r} must be an object of plain values")
+                kwargs[key] = dict(value)
+            elif "int" in want and number:
+                if "float" not in want and value != int(value):
+                    raise InputError(f"{source}: field {key!r} must be a whole number, got {value!r}")
                 kwargs[key] = int(value) if "float" not in want else float(value)
-            elif "float" in want and isinstance(value, (int, float)) and not isinstance(value, bool):
+            elif "float" in want and number:
                 kwargs[key] = float(value)
-            elif want == "str" and isinstance(value, str):
+            elif want == "str" and isinstance(value, str) and len(value) <= 1000:
                 kwargs[key] = value
             elif want == "bool" and isinstance(value, bool):
                 kwargs[key] = value
             else:
                 raise InputError(f"{source}: field {key!r} has the wrong type ({type(value).__name__})")
+        for key in POSITIVE:
+            if kwargs.get(key) is not None and not kwargs[key] > 0:
+                raise InputError(f"{source}: field {key!r} must be > 0, got {kwargs[key]!r}")
+        if kwargs.get("xcds") is not None and not 1 <= kwargs["xcds"] <= 64:
+            raise InputError(f"{source}: field 'xcds' must be from 1 to 64, got {kwargs['xcds']!r}")
+        if kwargs.get("compute_units") is not None and not 0 <= kwargs["compute_units"] <= 100000:
+            raise InputError(f"{source}: field 'compute_units' is out of range")
+        if kwargs.get("warp_size") is not None and kwargs["warp_size"] not in (16, 32, 64):
+            raise InputError(f"{source}: field 'warp_size' must be 32 or 64, got {kwargs['warp_size']!r}")
+        if kwargs.get("memory_kind", "HBM") not in ("HBM", "DRAM"):
+            raise InputError(f"{source}: field 'memory_kind' must be HBM or DRAM")
         facts = cls(**kwargs)
         if facts.vendor not in VENDORS:
             raise InputError(f"{source}: vendor must be one of {', '.join(VENDORS)}, got {facts.vendor!r}")
         return facts
+
+
+POSITIVE = ("l2_bytes_reported", "llc_bytes_reported", "total_memory_bytes", "sm_clock_max_mhz",
+            "mem_clock_max_mhz", "memory_bus_width_bits", "threads_per_cu", "registers_per_cu")
 
 
 def xcds_for(arch: str, compute_units: int) -> int:
@@ -118,14 +148,16 @@ def is_rdna(facts: DeviceFacts) -> bool:
 
 def load_device_json(path: str | Path) -> DeviceFacts:
     path = Path(path)
+    text = read_text_bounded(path, what="device JSON")
+
+    def refuse(name):
+        raise InputError(f"{path} holds {name}, which is not a number JSON allows")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+        data = json.loads(text, parse_constant=refuse)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise InputError(f"{path} is nested too deeply") from None
     if isinstance(data, dict) and isinstance(data.get("device"), dict):
         data = data["device"]  # a result.json works too
     return DeviceFacts.from_dict(data, source=str(path))

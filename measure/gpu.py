@@ -55,6 +55,10 @@ def read_device_facts(index: int) -> DeviceFacts:
     if vendor == "amd":
         facts.xcds = xcds_for(arch, facts.compute_units)
     facts.host = socket.gethostname()
+    facts.environment = {"torch": torch.__version__, "triton": triton_version}
+    runtime = torch.version.hip if vendor == "amd" else torch.version.cuda
+    if runtime:
+        facts.environment["hip_runtime" if vendor == "amd" else "cuda_runtime"] = str(runtime)
     clocks.fill_facts(facts)
     return facts
 
@@ -311,6 +315,28 @@ class TritonGPU:
         ms = np.array([a.elapsed_time(b) for a, b in events], dtype=float).reshape(repeats, len(hops)).T
         tick = DEVICE_CLOCKS[self.facts.vendor]["ns_per_tick"]
         return ChaseTiming(tuple(hops), ms, float(reading[0]), float(reading[1]) * tick)
+
+    def check_single_wave(self, config: LaunchConfig) -> int:
+        """Compile the timed kernel for ``config`` (one program) and check that its grid fits in
+        one wave; raises NotOneWaveError before any measurement if it does not."""
+        from measure.kernel_meta import stream_elems_for
+        from measure.kernel import stream_load_timed_kernel  # noqa: F401  (compiled below)
+        torch = self.torch
+        elems = stream_elems_for(4096)
+        x, y = self._buffers(config, elems)
+        clock = DEVICE_CLOCKS[self.facts.vendor]
+        dev = f"cuda:{self.index}"
+        t = torch.zeros(3 * config.programs, dtype=torch.int64, device=dev)
+        sync = torch.zeros(1, dtype=torch.int32, device=dev)
+        load = flavour_code(config.load_flavour, self.facts.vendor)
+        key = ("device", config.block_size, config.num_warps, config.num_stages, load, config.row_by_sm,
+               config.interleave)
+        if key not in self._timed_resources:
+            rows = config.rows(self.facts.compute_units)
+            compiled = self._guarded(lambda: self._timed_compile(
+                key, lambda: kernel_one(x, y, t, sync, elems, rows, config, load, clock)))
+            self._timed_resources[key] = _resources(compiled, config.num_warps)
+        return check_single_wave(self.facts, config.programs, self._timed_resources[key])
 
     def sm_clock_mhz(self) -> float | None:
         return self._clock.sm_clock_mhz()

@@ -136,3 +136,19 @@ def read_measurements(path: str | Path, warnings: list[str] | None = None) -> li
     if not records:
         raise InputError(f"{path} has a header but no measurements")
     return records
+
+
+def records_from_rows(rows, source: str) -> list[Measurement]:
+    """Measurements from rows of a table already in memory (a DataFrame's records), checked like
+    a CSV's rows."""
+    records = []
+    for i, row in enumerate(rows):
+        text = {str(k).strip(): ("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+                for k, v in row.items()}
+        missing = [c for c in REQUIRED if c not in text]
+        if missing:
+            raise InputError(f"{source} lacks the column(s) {', '.join(missing)}")
+        records.append(_row(text, f"{source} row {i}"))
+    if not records:
+        raise InputError(f"{source} has no measurements")
+    return records

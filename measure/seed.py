@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from measure.errors import InputError
 from measure.launch import LaunchConfig, TimingDevice
 from measure.regression import fit_load_iterations
 
@@ -42,11 +43,27 @@ def run_benchmark(device: TimingDevice, config: LaunchConfig, test_name: str, ou
                   load_iters: list[int] | None = None, on_point=None) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d_%H%M%S")
-    details = out_dir / f"{test_name}_details_{stamp}.csv"
-    summary = out_dir / f"{test_name}_summary_{stamp}.csv"
+    # two runs started in the same second get a suffix, never each other's files
+    for n in range(1000):
+        tag = stamp if n == 0 else f"{stamp}_{n}"
+        details = out_dir / f"{test_name}_details_{tag}.csv"
+        summary = out_dir / f"{test_name}_summary_{tag}.csv"
+        try:
+            fd = open(details, "x", newline="")
+        except FileExistsError:
+            continue
+        try:
+            fs = open(summary, "x", newline="")
+        except FileExistsError:
+            fd.close()
+            details.unlink()
+            continue
+        break
+    else:
+        raise InputError(f"could not name new result files in {out_dir}")
     load_iters = load_iters or SEED_LOAD_ITERS
     cap = device.max_working_set_bytes()
-    with open(details, "x", newline="") as fd, open(summary, "x", newline="") as fs:
+    with fd, fs:
         wd, ws = csv.writer(fd), csv.writer(fs)
         wd.writerow(["stream_elems", "load_iters", "grids", "block_size", "num_warps", "load_flavour",
                      "avg_ms", "load_bytes", "store_bytes", "bandwidth_gbs"])

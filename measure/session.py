@@ -191,3 +191,14 @@ def probe_latency_lines(session: SessionReport, targets, log: MeasurementLog, op
     session.method["latency"]["probe_seconds"] = round(time.perf_counter() - t, 3)
     session.records = log.records
     return n
+
+
+def preflight_device_timing(device: TimingDevice, opts: SessionOptions) -> None:
+    """In-kernel timing needs every program of a launch resident at once: check each sweep's
+    launch before the first measurement (not after eighty)."""
+    memory_cap = device.max_working_set_bytes()
+    plans, _ = plan_sweeps(device.facts, opts, memory_cap)
+    for plan in plans:
+        check = getattr(device, "check_single_wave", None)
+        if check is not None:
+            check(plan.config)

@@ -18,7 +18,8 @@ BUILTIN_PROFILES = ("h200", "mi300x", "a100", "h100", "v100", "a40", "l40", "mi1
 SCOPES = ("per_cu", "per_xcd", "device")
 FACT_KEYS = {"name", "vendor", "arch", "compute_units", "xcds", "l2_bytes_reported", "llc_bytes_reported",
              "sm_clock_max_mhz", "mem_clock_max_mhz", "memory_bus_width_bits", "total_memory_bytes",
-             "memory_kind", "threads_per_cu", "registers_per_cu", "shared_bytes_per_cu", "warp_size"}
+             "memory_kind", "threads_per_cu", "registers_per_cu", "shared_bytes_per_cu", "warp_size",
+             "driver", "uuid", "environment"}
 FAULT_KEYS = ("fail_after_calls", "interrupt_after_calls", "other_processes")
 # optional per-level fields: (lowest, highest, lowest excluded, integer)
 LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
@@ -118,6 +119,9 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
     facts.host = socket.gethostname()
     facts.simulated = True
     facts.torch = facts.triton = ""
+    facts.environment = {"simulated": True, **facts.environment}
+    if facts.driver:
+        facts.environment.setdefault("driver", facts.driver)
     if facts.total_memory_bytes is None:
         facts.total_memory_bytes = 16 * 2**30
     return SimProfile(facts=facts, levels=levels, noise=noise, outlier_rate=outliers, seed=seed,

@@ -117,6 +117,9 @@ class SimulatedGPU:
         spread = np.abs(self._rng.normal(800.0, 200.0, size=repeats))
         return ClockTiming(longest, spread, per_cu, "simulated 32 ns clock")
 
+    def check_single_wave(self, config: LaunchConfig) -> int:
+        return check_single_wave(self.facts, config.programs, self.kernel_resources(config.num_warps))
+
     def chase_ns(self, spec) -> float:
         """The noiseless model latency of one hop of ``spec``'s chase."""
         return chase_latency_ns(self.profile.levels, spec.elements, spec.slot_bytes, spec.sequential,

@@ -1,9 +1,17 @@
-"""Write files whole or not at all: a temporary file in the same folder, then a rename."""
+"""Write files whole or not at all: a temporary file in the same folder, then a rename. The file
+gets the mode a plain new file would have under the user's umask (a temporary file is 0600,
+which would lock the result away from the other users of a shared cluster)."""
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -14,6 +22,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:

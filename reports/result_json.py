@@ -45,10 +45,8 @@ MIGRATED_FIELDS = {"fall_shape": "", "half_hit_bytes": None, "capacity_repeatabi
 
 
 def build_result(detection: Detection, facts: DeviceFacts, *, measurements: int, elapsed_s: float,
-                 method: dict | None = None, extra_warnings: list[str] = (),
-                 environment: dict | None = None) -> dict:
+                 method: dict | None = None, extra_warnings: list[str] = ()) -> dict:
     device = facts.to_dict()
-    device["environment"] = dict(environment or {})
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": dict(TOOL),

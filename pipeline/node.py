@@ -1,17 +1,24 @@
 """Many GPUs: every listed GPU of a node in its own process (`--gpu all`, `--gpu 0,2,5`), and a
 fleet launched by torchrun or Slurm's srun, gathered with torch.distributed (gloo: the gather
-moves a few kilobytes of JSON, and gloo needs no GPU)."""
+moves a few kilobytes of JSON, and gloo needs no GPU). A node run hands SIGTERM and SIGINT on to
+its children and still writes the summary of what they measured; a distributed run that cannot
+form its group says so within RENDEZVOUS_SECONDS."""
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
+from measure.validate import env_int
+
+RENDEZVOUS_SECONDS = 120
 
 
 def node_targets(args) -> list[tuple[int | None, str | None]]:
@@ -44,6 +51,8 @@ def _child_argv(args, gpu: int | None, profile: str | None, out: Path) -> list[s
             "--grid-multiplier", str(args.grid_multiplier), "--sweeps", args.sweeps, "--timing", args.timing]
     if args.no_peaks:
         argv.append("--no-peaks")
+    if args.no_latency:
+        argv.append("--no-latency")
     if args.max_working_set:
         argv += ["--max-working-set", str(args.max_working_set)]
     if profile is not None:
@@ -53,35 +62,55 @@ def _child_argv(args, gpu: int | None, profile: str | None, out: Path) -> list[s
 
 def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
     """One process per GPU, all at once; one folder per GPU plus the node summary."""
-    root = args.out or Path("detect-caches-results") / f"node-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if root.exists() and any(root.iterdir()):
-        raise InputError(f"{root} already exists; choose another --out (results are never overwritten)")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot write to {root}: {exc.strerror or exc}") from None
+    from pipeline.outputs import claim_out_dir, release
+    root = claim_out_dir(args.out or Path("detect-caches-results") /
+                         f"node-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     procs = []
-    for gpu, profile in targets:
-        sub = root / f"gpu{gpu}"
-        log = open(root / f"gpu{gpu}.log", "w")
-        env = dict(os.environ)
-        procs.append((gpu, sub, log, subprocess.Popen(_child_argv(args, gpu, profile, sub), stdout=log,
-                                                      stderr=subprocess.STDOUT, env=env)))
-    results, failed = [], []
+    stop = {"signal": None}
+
+    def forward(signum, _frame):
+        stop["signal"] = signum
+        for *_, proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        for gpu, profile in targets:
+            sub = root / f"gpu{gpu}"
+            log = open(root / f"gpu{gpu}.log", "w")
+            procs.append((gpu, sub, log, subprocess.Popen(_child_argv(args, gpu, profile, sub), stdout=log,
+                                                          stderr=subprocess.STDOUT, env=dict(os.environ))))
+        results, failed = [], []
         for gpu, sub, log, proc in procs:
             rc = proc.wait()
             log.close()
             result = _read(sub / "result.json")
             if result is None:
-                failed.append(f"GPU {gpu}: exit {rc}, see {root / f'gpu{gpu}.log'}")
+                last = _last_line(root / f"gpu{gpu}.log")
+                failed.append(f"GPU {gpu}: exit {rc}" + (f" ({last})" if last else "") +
+                              f", see {root / f'gpu{gpu}.log'}")
             else:
                 results.append(result)
-    except KeyboardInterrupt:
-        for *_, proc in procs:
-            proc.terminate()
-        raise InputError(f"interrupted; each GPU's measurements so far are in {root}/gpu*/measurements.csv") from None
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        release(root)
+    for line in failed:
+        print(f"detect-caches: {line}", file=sys.stderr)
+    if stop["signal"] is not None:
+        failed.append(f"stopped by signal {stop['signal']}; each GPU's measurements so far are in "
+                      f"{root}/gpu*/measurements.csv")
+    if not results:
+        raise DetectCachesError("no GPU produced a result: " + "; ".join(failed))
     return finish(results, args, root, failed, same_time=True)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return lines[-1].replace("detect-caches: error: ", "")[:300] if lines else ""
 
 
 def _read(path: Path) -> dict | None:
@@ -95,18 +124,23 @@ def _read(path: Path) -> dict | None:
 # -- torchrun / srun ------------------------------------------------------------------------
 
 def distributed_rank() -> tuple[int, int, int] | None:
-    """(rank, world size, local rank) when launched by torchrun or srun, else None."""
+    """(rank, world size, local rank) when launched by torchrun or srun, else None. The variables
+    are checked: a rank that is not a number is an error, not a crash."""
     env = os.environ
     if "RANK" in env and "WORLD_SIZE" in env:
-        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
-        return rank, world, int(env.get("LOCAL_RANK", rank))
+        world = env_int(env, "WORLD_SIZE", lo=1)
+        rank = env_int(env, "RANK", lo=0, hi=world - 1)
+        local = env_int(env, "LOCAL_RANK", lo=0) if env.get("LOCAL_RANK") else rank
+        return rank, world, local
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and "MASTER_ADDR" in env:
-        rank, world = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"])
-        return rank, world, int(env.get("SLURM_LOCALID", rank))
+        world = env_int(env, "SLURM_NTASKS", lo=1)
+        rank = env_int(env, "SLURM_PROCID", lo=0, hi=world - 1)
+        local = env_int(env, "SLURM_LOCALID", lo=0) if env.get("SLURM_LOCALID") else rank
+        return rank, world, local
     return None
 
 
-def run_rank(args, rank_info: tuple[int, int, int], characterize_one, open_device, finish) -> int:
+def run_rank(args, rank_info: tuple[int, int, int], measure_one, finish) -> int:
     """Each rank measures its local GPU (or simulated profile) into its own folder; rank 0 gathers
     every result and writes the fleet report under --out."""
     import torch.distributed as dist
@@ -127,19 +161,21 @@ def run_rank(args, rank_info: tuple[int, int, int], characterize_one, open_devic
     if "MASTER_ADDR" in env and "RANK" not in env:   # srun: torch's env:// wants these names
         env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local))
         env.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group("gloo")
+    wait = int(env.get("DETECT_CACHES_RENDEZVOUS_SECONDS", RENDEZVOUS_SECONDS))
+    try:
+        dist.init_process_group("gloo", timeout=timedelta(seconds=wait))
+    except Exception as exc:
+        raise DetectCachesError(f"rank {rank} of {world} could not form the process group within {wait} s "
+                                f"({type(exc).__name__}); under Slurm start it with srun, or check MASTER_ADDR "
+                                f"and MASTER_PORT") from None
     result, error = None, ""
     try:
-        if sub.exists() and any(sub.iterdir()):
-            raise InputError(f"{sub} already exists; choose another --out (results are never overwritten)")
-        sub.mkdir(parents=True, exist_ok=True)
-        device = open_device(args, gpu, profile)
-        result = characterize_one(args, device, sub)
+        result = measure_one(args, gpu, profile, sub)
     except DetectCachesError as exc:
         error = f"rank {rank} ({socket.gethostname()}): {exc}"
         print(f"detect-caches: error: {error}", file=sys.stderr)
     gathered = [None] * world if rank == 0 else None
-    dist.gather_object(json.dumps({"result": result, "error": error}), gathered, dst=0)
+    dist.gather_object(json.dumps({"result": result, "error": error}, default=str), gathered, dst=0)
     codes = [0 if result is not None else 2]
     if rank == 0:
         items = [json.loads(g) for g in gathered]

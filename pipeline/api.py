@@ -1,0 +1,331 @@
+"""The Python API and the one path the command line takes too.
+
+    from detect_caches import characterize, analyze, compare
+    r = characterize(gpu=0, out="h200-run")          # or simulate="h200"
+    r.levels[0]["capacity_bytes"], r.measurements     # result.json's content; a pandas DataFrame
+    a = analyze("h200-run/measurements.csv", device="h200-run/result.json")
+    compare("old/result.json", r).drift
+
+Measuring touches the GPU (measure/), the analysis is pure (detector/), the files are written
+by reports/; nothing here measures, analyses or renders by itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from measure.errors import DetectCachesError, InputError
+
+T0 = time.perf_counter()   # close to process start when the CLI imports this
+
+
+@dataclass
+class Result:
+    """What a run or an analysis produced: ``data`` is result.json's content."""
+
+    data: dict
+    records: list = field(default_factory=list, repr=False)
+    detection: object = field(default=None, repr=False)
+    out: Path | None = None
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    @property
+    def levels(self) -> list[dict]:
+        return self.data["levels"]
+
+    @property
+    def device(self) -> dict:
+        return self.data["device"]
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.data.get("warnings", [])
+
+    def level(self, name: str) -> dict:
+        found = [lv for lv in self.levels if lv["name"] == name]
+        if not found:
+            raise KeyError(f"no level {name!r}; the levels are {', '.join(lv['name'] for lv in self.levels)}")
+        return found[0]
+
+    @property
+    def measurements(self):
+        """Every measurement as a pandas DataFrame, one row per measured point."""
+        import pandas as pd
+        from measure.records import COLUMNS
+        return pd.DataFrame([dataclasses.asdict(r) for r in self.records], columns=COLUMNS)
+
+    def to_json(self) -> str:
+        from reports.result_json import dumps
+        return dumps(self.data)
+
+
+# -- warming up what the end of the run needs, while the GPU measures ----------------------------
+
+def _warm_up() -> Future:
+    """Import the analysis and plotting stacks and set up matplotlib's fonts in a thread, while
+    the GPU measures (the main thread waits on the GPU with the GIL released)."""
+    fut: Future = Future()
+
+    def work():
+        try:
+            import detector.analyze  # noqa: F401  (scipy, ruptures)
+            from reports.plot import warm_fonts
+            warm_fonts()
+            fut.set_result(True)
+        except BaseException as exc:   # the main thread imports again and reports it
+            fut.set_exception(exc)
+    threading.Thread(target=work, name="detect-caches-warm-up", daemon=True).start()
+    return fut
+
+
+def _render_later(detection, title: str) -> Future:
+    """The plot, rendered in a thread while the probes run (they add no points to its curves)."""
+    fut: Future = Future()
+
+    def work():
+        try:
+            from reports.plot import render_plot
+            fut.set_result(render_plot(detection, title))
+        except BaseException as exc:
+            fut.set_exception(exc)
+    threading.Thread(target=work, name="detect-caches-plot", daemon=True).start()
+    return fut
+
+
+# -- characterize ------------------------------------------------------------------------------
+
+@dataclass
+class Options:
+    """How to measure (the command line's options, with its defaults)."""
+
+    budget: int = 400
+    latency: bool = True
+    peaks: bool = True
+    timing: str = "events"
+    sweeps: tuple[str, ...] = ("private", "shared")
+    grid_multiplier: int = 4
+    max_working_set_bytes: int | None = None
+
+    def session(self):
+        from measure.session import SessionOptions
+        if self.timing not in ("events", "device"):
+            raise InputError(f"timing must be events or device, got {self.timing!r}")
+        if not self.sweeps or any(s not in ("private", "shared") for s in self.sweeps):
+            raise InputError(f"sweeps take private, shared or both, got {self.sweeps!r}")
+        if self.max_working_set_bytes is not None and self.max_working_set_bytes < 16 << 20:
+            raise InputError("the largest working set must be at least 16 MiB (--max-working-set 16)")
+        if self.budget < 20:
+            raise InputError(f"a budget of {self.budget} measurements is too small to find levels (at least 60)")
+        return SessionOptions(sweeps=tuple(self.sweeps), grid_multiplier=self.grid_multiplier, budget=self.budget,
+                              max_working_set_bytes=self.max_working_set_bytes, timing=self.timing,
+                              peak_budget=min(24, self.budget // 5) if self.peaks else 0,
+                              latency_budget=min(84, self.budget // 4) if self.latency else 0)
+
+
+def open_device(gpu: int | None = 0, simulate: str | None = None, sim_index: int = 0):
+    if simulate is not None:
+        from measure.simulated import SimulatedGPU, load_profile
+        device = SimulatedGPU(load_profile(simulate))
+        device.facts.index = sim_index if gpu is None else gpu
+        return device
+    from measure.gpu import TritonGPU
+    return TritonGPU(0 if gpu is None else gpu)
+
+
+def resolve_baseline(baseline, facts) -> dict | None:
+    """A result.json (file or folder holding one), or a folder of runs: the latest earlier run of
+    the same GPU (by UUID), else of the same model. Checked against the device before measuring."""
+    if baseline is None:
+        return None
+    from reports.compare import check_comparable
+    from reports.result_json import read_result
+    if isinstance(baseline, (dict, Result)):
+        base = baseline.data if isinstance(baseline, Result) else baseline
+    else:
+        path = Path(baseline)
+        if path.is_dir() and not (path / "result.json").exists():
+            from reports.history import latest_before
+            picked = latest_before([path], facts.uuid, facts.name)
+            if picked is None:
+                raise InputError(f"{path} holds no earlier result of a {facts.name}")
+            base = picked[1]
+        else:
+            base = read_result(path)
+    check_comparable(base, {"device": {"name": facts.name}})
+    return base
+
+
+def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, options: Options | None = None,
+                 baseline=None, progress=None, device=None, capacity_tol: float | None = None,
+                 bandwidth_tol: float | None = None, **kwargs) -> Result:
+    """Measure one GPU (or a simulated one) and analyse it. ``out``: a new folder for the files
+    (none written without it). ``options`` or keyword arguments: Options' fields. ``baseline``:
+    see resolve_baseline; the comparison (with ``capacity_tol``/``bandwidth_tol``, compare's
+    defaults when None) is in ``result.data['comparison']``."""
+    opts = options or Options(**kwargs)
+    session_opts = opts.session()
+    device = device or open_device(gpu, simulate)
+    facts = device.facts
+    base = resolve_baseline(baseline, facts)
+    if session_opts.timing == "device":
+        from measure.session import preflight_device_timing
+        preflight_device_timing(device, session_opts)
+    out_path = None
+    if out is not None:
+        from pipeline.outputs import claim_out_dir
+        out_path = claim_out_dir(Path(out))
+    try:
+        return _measure_and_write(device, session_opts, out_path, base, progress,
+                                  tolerances=dict(capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol))
+    finally:
+        if out_path is not None:
+            from pipeline.outputs import release
+            release(out_path)
+
+
+def _measure_and_write(device, opts, out: Path | None, base: dict | None, progress, tolerances: dict) -> Result:
+    from measure.records import MeasurementLog
+    from measure.session import characterize as sweep, measure_latency, probe_latency_lines, probe_level_peaks
+    t0 = time.perf_counter()
+    warm = _warm_up()
+    log = MeasurementLog(out / "measurements.csv" if out else None)
+    on_point = progress
+    try:
+        session = sweep(device, log, opts, on_point=on_point)
+        if opts.latency_budget:
+            measure_latency(session, device, log, opts, on_point)
+        try:
+            warm.result(timeout=60)
+        except Exception:
+            pass
+        from detector.analyze import detect_levels
+        from detector.latency import attach_lines, probe_targets
+        from detector.peaks import attach_peaks
+        t = time.perf_counter()
+        detection = detect_levels(session.records, device.facts)
+        analysis_s = time.perf_counter() - t
+        plot = _render_later(detection, _title(device.facts)) if out else None
+        if opts.peak_budget:
+            probe_level_peaks(session, detection.levels, log, opts, on_point)
+        if opts.latency_budget:
+            probe_latency_lines(session, probe_targets(detection.levels), log, opts, on_point)
+    except KeyboardInterrupt:
+        log.close()
+        raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
+                         f"{log.path} (`detect-caches analyze` reports on them)" if out else "interrupted") from None
+    except DetectCachesError as exc:
+        log.close()
+        kept = f"; the {len(log.records)} measurements taken are kept in {log.path}" if out else ""
+        raise type(exc)(f"{exc}{kept}") from None
+    finally:
+        if progress is not None and hasattr(progress, "close"):
+            progress.close()
+    log.close()
+    # the peak, sector and line probes are not part of any curve: only their levels' figures change
+    attach_peaks(detection.levels, session.records)
+    attach_lines(detection.levels, session.records)
+    session.method["timing"] = opts.timing
+    session.method["analysis_seconds"] = round(analysis_s, 3)
+    session.method["process_seconds_before_measuring"] = round(t0 - T0, 3)
+    return _finish(detection, device.facts, session.records, out, base, session.method, session.warnings,
+                   time.perf_counter() - t0, plot, tolerances)
+
+
+def _title(facts) -> str:
+    return facts.name if facts.name.startswith("simulated") or not facts.simulated else f"{facts.name} (simulated)"
+
+
+def _finish(detection, facts, records, out, base, method, warnings, elapsed, plot=None,
+            tolerances: dict | None = None) -> Result:
+    from reports.result_json import build_result
+    t = time.perf_counter()
+    data = build_result(detection, facts, measurements=len(records), elapsed_s=elapsed, method=method,
+                        extra_warnings=warnings)
+    if base is not None:
+        cmp = compare(base, data, **(tolerances or {}))
+        data["comparison"] = {"drift": cmp.drift, "rows": cmp.rows, "environment": cmp.environment,
+                              "markdown": cmp.markdown()}
+    if out is not None:
+        from pipeline.outputs import write_result_files
+        data["method"]["write_seconds"] = round(time.perf_counter() - t, 3)
+        try:
+            write_result_files(out, data, detection, _title(facts), plot_future=plot)
+        except InputError as exc:       # the result failed its own schema: our fault, not the user's
+            raise RuntimeError(f"internal error: {exc}") from exc
+    return Result(data, list(records), detection, out)
+
+
+# -- analyze and compare -----------------------------------------------------------------------
+
+def _facts(device, vendor: str | None, name: str):
+    from measure.device import DeviceFacts, load_device_json
+    if device is None:
+        facts = DeviceFacts(name=name)
+    elif isinstance(device, DeviceFacts):
+        facts = device
+    elif isinstance(device, dict):
+        data = device.get("device", device) if isinstance(device.get("device"), dict) else device
+        facts = DeviceFacts.from_dict(data, source="device")
+    else:
+        facts = load_device_json(device)
+    if vendor:
+        if vendor not in ("nvidia", "amd"):
+            raise InputError(f"vendor must be nvidia or amd, got {vendor!r}")
+        facts.vendor = vendor
+    return facts
+
+
+def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -> Result:
+    """Detection and reports on recorded measurements: a measurements.csv path or a pandas
+    DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
+    result.json works too). No GPU, no torch."""
+    from measure.reader import read_measurements, records_from_rows
+    t0 = time.perf_counter()
+    warnings: list[str] = []
+    if hasattr(measurements, "to_dict") and hasattr(measurements, "columns"):
+        records = records_from_rows(measurements.to_dict("records"), "the DataFrame")
+        source, name = "DataFrame", "measurements"
+    else:
+        records = read_measurements(measurements, warnings)
+        source, name = str(measurements), Path(measurements).stem
+    facts = _facts(device, vendor, name)
+    out_path = None
+    if out is not None:
+        from pipeline.outputs import claim_out_dir
+        out_path = claim_out_dir(Path(out))
+    try:
+        from detector.analyze import detect_levels
+        detection = detect_levels(records, facts)
+        return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
+                       time.perf_counter() - t0)
+    finally:
+        if out_path is not None:
+            from pipeline.outputs import release
+            release(out_path)
+
+
+def _as_result(x) -> dict:
+    from reports.result_json import read_result, validate_result
+    if isinstance(x, Result):
+        return x.data
+    if isinstance(x, dict):
+        return validate_result(json.loads(json.dumps(x, default=str)), "the result")
+    return read_result(x)
+
+
+def compare(baseline, current, *, capacity_tol: float | None = None, bandwidth_tol: float | None = None,
+            force: bool = False):
+    """Regression check of ``current`` against ``baseline`` (Results, dicts or result.json paths):
+    a reports.compare.Comparison (``.drift``, ``.rows``, ``.markdown()``)."""
+    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, check_comparable, compare_results
+    base, cur = _as_result(baseline), _as_result(current)
+    check_comparable(base, cur, force=force)
+    return compare_results(base, cur, capacity_tol=DEFAULT_CAPACITY_TOL if capacity_tol is None else capacity_tol,
+                           bandwidth_tol=DEFAULT_BANDWIDTH_TOL if bandwidth_tol is None else bandwidth_tol)

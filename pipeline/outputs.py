@@ -1,0 +1,80 @@
+"""The output folder: claimed atomically before anything is written (two runs never both get
+one folder), and the files of a result written whole, checked before the first is written."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+
+from measure.errors import InputError
+
+CLAIM = ".detect-caches-claim"
+
+
+def default_out(device_name: str, prefix: str = "") -> Path:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in device_name.lower()).strip("-") or "gpu"
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    return Path("detect-caches-results") / f"{prefix}{slug}-{stamp}"
+
+
+def claim_out_dir(path: Path) -> Path:
+    """Create ``path`` for this run alone, or take it if it is an empty folder nobody else has
+    claimed; refuse anything else with one sentence. Never overwrites."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
+    try:
+        os.mkdir(path)                      # atomic: one of two racing runs wins
+    except FileExistsError:
+        if not path.is_dir():
+            raise InputError(f"{path} exists and is not a folder; choose another --out") from None
+        if any(p.name != CLAIM for p in path.iterdir()):
+            raise InputError(f"{path} already exists; choose another --out (results are never "
+                             f"overwritten)") from None
+    except NotADirectoryError:
+        raise InputError(f"{path.parent} is not a folder; choose another --out") from None
+    except OSError as exc:
+        raise InputError(f"cannot create {path}: {exc.strerror or exc}") from None
+    try:
+        fd = os.open(path / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        os.write(fd, f"{os.getpid()} {time.time()}\n".encode())
+        os.close(fd)
+    except FileExistsError:
+        raise InputError(f"{path} is being written by another detect-caches run; choose another "
+                         f"--out") from None
+    except OSError as exc:
+        raise InputError(f"cannot write to {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def release(path: Path) -> None:
+    """The run is over: drop the claim marker (the folder is no longer empty, so it stays ours)."""
+    try:
+        (Path(path) / CLAIM).unlink()
+    except OSError:
+        pass
+
+
+def write_result_files(out: Path, result: dict, detection, plot_title: str, *, plot_future=None) -> None:
+    """result.json, report.md and bandwidth.png, each whole; the result is checked before any is
+    written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""
+    from reports.atomic import write_bytes_atomic, write_text_atomic
+    from reports.markdown import render_report
+    from reports.result_json import dumps, validate_result
+    text = dumps(result)
+    validate_result(json.loads(text), "the result")    # an internal fault, if it fails (not the user's)
+    report = render_report(result)
+    try:
+        png = plot_future.result() if plot_future is not None else None
+        if png is None:
+            from reports.plot import render_plot
+            png = render_plot(detection, plot_title)
+        write_text_atomic(out / "result.json", text)
+        write_text_atomic(out / "report.md", report)
+        write_bytes_atomic(out / "bandwidth.png", png)
+    except OSError as exc:
+        raise OSError(exc.errno or errno.EIO, f"cannot write the result into {out}: {exc.strerror or exc}") from None

@@ -1,0 +1,81 @@
+"""Progress on stderr: a live bar on a terminal, a few plain lines otherwise (one per stage, as
+CI logs and `> log 2>&1` want), nothing with --quiet or when stderr is closed."""
+from __future__ import annotations
+
+import sys
+import time
+
+STAGES = {"private": "bandwidth, rows by SM/CU", "shared": "bandwidth, whole device", "chase": "latency chase"}
+
+
+def _stage(m) -> str:
+    if m.phase == "peak":
+        return "peak probes"
+    if m.phase in ("sector", "line"):
+        return "sector and line probes"
+    return STAGES.get(m.sweep, m.sweep)
+
+
+class Progress:
+    def __init__(self, total: int, *, quiet: bool = False, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = not quiet and self.stream is not None and _writable(self.stream)
+        self.total = total
+        self.count = 0
+        self.bar = None
+        self.stage, self.stage_count, self.stage_t0 = "", 0, time.perf_counter()
+        if self.enabled and _isatty(self.stream):
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="pt", file=self.stream, desc="measuring", leave=False)
+            except Exception:   # no tqdm, or a stream it cannot draw on: plain lines instead
+                self.bar = None
+
+    def __call__(self, m) -> None:
+        if not self.enabled:
+            return
+        self.count += 1
+        try:
+            if self.bar is not None:
+                self.bar.set_postfix_str(f"{_stage(m)}: {m.working_set_bytes / 2**20:.2f} MiB", refresh=False)
+                self.bar.update(1)
+                return
+            stage = _stage(m)
+            if stage != self.stage:
+                self._line()
+                self.stage, self.stage_count, self.stage_t0 = stage, 0, time.perf_counter()
+            self.stage_count += 1
+        except (OSError, ValueError):
+            self.enabled = False          # stderr went away: measuring goes on
+
+    def _line(self) -> None:
+        if self.stage and self.stage_count:
+            print(f"detect-caches: {self.stage}: {self.stage_count} measurements in "
+                  f"{time.perf_counter() - self.stage_t0:.1f} s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        try:
+            if self.bar is not None:
+                self.bar.close()
+            else:
+                self._line()
+        except (OSError, ValueError):
+            pass
+        self.enabled = False
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _writable(stream) -> bool:
+    try:
+        stream.flush()
+        return not getattr(stream, "closed", False)
+    except (OSError, ValueError, AttributeError):
+        return False
