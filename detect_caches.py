@@ -275,6 +275,8 @@ def cmd_fleet(argv: list[str]) -> int:
     found = find_results(args.results, skipped)
     for line in skipped[:5]:
         _print(f"detect-caches: skipped {line}", err=True)
+    if len(skipped) > 5:
+        _print(f"detect-caches: ... and {len(skipped) - 5} more result.json files that could not be read", err=True)
     results = [res for _, res in found]
     for path, res in found:
         if not res["device"].get("host"):   # results from before hosts were recorded
@@ -286,7 +288,8 @@ def cmd_fleet(argv: list[str]) -> int:
         from pipeline.outputs import claim_out_dir
         out = claim_out_dir(args.out)
     try:
-        return _finish_fleet(results, args, out, [])
+        # an unreadable result is a GPU the report cannot speak for: listed, and exit 2, as in a node run
+        return _finish_fleet(results, args, out, [f"unreadable {line}" for line in skipped])
     finally:
         if out is not None:
             from pipeline.outputs import release

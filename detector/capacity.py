@@ -134,9 +134,11 @@ def _neighbours(sizes: np.ndarray, at: float) -> tuple[float, float]:
 
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
-                      noise_log: float, *, seed: int = 0) -> CapacityEstimate:
+                      noise_log: float, *, seed: int = 0, resample_sigma: float | None = None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
-    ``lo_log``: the lower level's speed, one figure or one per point."""
+    ``lo_log``: the lower level's speed, one figure or one per point; ``noise_log``: the curve's
+    noise (the shape's tolerances); ``resample_sigma``: one point's noise, for the repeatability
+    (``noise_log`` when not given)."""
     order = np.argsort(sizes, kind="stable")
     sizes, y = np.asarray(sizes, dtype=float)[order], np.asarray(y, dtype=float)[order]
     if np.ndim(lo_log):   # the level below, point by point (a curve, not a plateau: detector.analyze)
@@ -161,14 +163,19 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         high = max(fall.w50_bytes or above, cap)
     # repeatability: re-estimate with fresh noise of the sweep's size, and the size grid's step
     rng = np.random.default_rng(seed)
-    sigma = max(noise_log, 1e-3)
+    sigma = max(noise_log if resample_sigma is None else resample_sigma, 1e-3)
     boots = [point_estimate(sizes, y + rng.normal(0.0, sigma, y.size), hi_log, lo_log, noise_log)[0]
              for _ in range(BOOTSTRAP if sizes.size >= 4 else 0)]
     # a robust spread: a rare replicate whose fall reads as another shape (more likely with
     # noise added to noisy points than in a real rerun) does not set it
     logs = np.log(boots) if len(boots) > 2 else np.zeros(1)
     spread = float(1.4826 * np.median(np.abs(logs - np.median(logs))))
-    grid = math.log(max(above, cap) / max(min(below, cap), 1.0)) / math.sqrt(12)
+    # the size grid quantizes an estimate that is a measured size (a cliff's onset, a step): it can
+    # be anywhere up to the next size. An interpolated or fitted one moves with the noise only,
+    # which the replicates measure (the grid term made a slow decline's W95 read 5% where seeds
+    # moved it 0.6%)
+    on_grid = bool(np.any(np.abs(sizes / cap - 1) < 1e-9))
+    grid = math.log(max(above, cap) / max(min(below, cap), 1.0)) / math.sqrt(12) if on_grid else 0.0
     repeat = math.sqrt(spread ** 2 + grid ** 2)
     low, high = min(low, cap), max(high, cap)
     # residual of the monotone fit of the points (log10 bandwidth), for the confidence

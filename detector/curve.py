@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
 
 from measure.noise import robust_sigma as _robust_sigma
@@ -88,3 +90,21 @@ def binned(curve: Curve, bins_per_octave: int = BINS_PER_OCTAVE) -> tuple[np.nda
 def robust_sigma(y: np.ndarray) -> float:
     """Noise of a binned log-bandwidth curve (0.005 when it is too short to tell)."""
     return _robust_sigma(y, default=0.005)
+
+
+NEIGHBOUR_GAP = 0.03   # sizes this close (relative) measure nearly the same speed
+
+
+def point_sigma(size_bytes: np.ndarray, y: np.ndarray, fallback: float) -> float:
+    """Noise of one raw point (log10 GB/s): the robust spread of the differences between points
+    measured at nearly the same size (the refinement puts many such pairs around each fall), over
+    sqrt 2. The binned curve's noise (robust_sigma) also counts the slope of declines and falls
+    between bins; for resampling one point's noise that overstated it two- to threefold on the
+    simulator. ``fallback`` below 8 such pairs."""
+    order = np.argsort(size_bytes, kind="stable")
+    s, v = np.asarray(size_bytes, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    close = s[1:] / s[:-1] - 1 < NEIGHBOUR_GAP
+    d = np.diff(v)[close]
+    if d.size < 8:
+        return fallback
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))

@@ -75,6 +75,7 @@ class SweepAnalysis:
     usable_until_bytes: float | None = None   # data past a rise is not used
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside falls
     point_bin: object = None                  # each raw point's bin (numpy array)
+    point_sigma: float | None = None          # one raw point's noise (curve.point_sigma)
 
     def step_points(self, i: int):
         """Boolean mask of the curve's points that go into step ``i``'s estimate: the upper

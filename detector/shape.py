@@ -34,6 +34,10 @@ HASHED_SPAN = 0.55    # ... up to this, and symmetric: a hashed-set fall
 SYMMETRIC = (0.5, 1.8)  # rho = ln(W10/W50) / ln(W50/W90): 1 for a symmetric fall, 2.2 for random
                         # replacement, below 0.3 for a slow decline that collapses
 
+TOP_HEAVY = 1.5       # ln(W80/W95) / ln(W20/W80) above this (0.56 for a logistic): a decline that
+                      # collapses, even when the collapse's own tail makes rho look symmetric
+LONG_DECLINE = 0.2    # ... and the sag from 95% to 80% spans more than ln 1.22 (a pseudo-LRU L1 sags
+                      # over ~1.4x; an H200-like split L2 sags ~1.15x before its hashed fall)
 SHAPES = ("cliff", "cliff, then partial hits", "hashed-set fall", "tail", "decline, then collapse",
           "broad fall", "step")
 
@@ -54,6 +58,7 @@ class Fall:
     rho: float = math.nan              # asymmetry, see SYMMETRIC
     w90_bytes: float | None = None
     w10_bytes: float | None = None
+    top_ratio: float = math.nan        # ln(W80/W95) / ln(W20/W80), see TOP_HEAVY
 
 
 def hit_rates(y: np.ndarray, hi_log: float, lo_log: float) -> np.ndarray:
@@ -179,11 +184,16 @@ def describe_fall(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float
     fall.span = math.log(w[0.2] / w[0.95])
     top = math.log(w[0.5] / w[0.9])
     fall.rho = math.log(w[0.1] / w[0.5]) / top if top > 1e-9 else math.inf
+    # how long the hit rate takes from 95% to 80% against 80% to 20%: 0.56 for a logistic
+    # (hashed-set) fall; a pseudo-LRU cache sags for a while and then collapses (2 and more)
+    fall.top_ratio = (math.log(w[0.8] / w[0.95]) / max(math.log(w[0.2] / w[0.8]), 1e-9)
+                      if w[0.8] else math.nan)
     if fall.span < NARROW_SPAN:
         fall.shape = "hashed-set fall"
     elif fall.rho > SYMMETRIC[1]:
         fall.shape = "tail"
-    elif fall.rho < SYMMETRIC[0]:
+    elif fall.rho < SYMMETRIC[0] or (fall.top_ratio > TOP_HEAVY and fall.rho < 0.8
+                                     and math.log(w[0.8] / w[0.95]) > LONG_DECLINE):
         fall.shape = "decline, then collapse"
     elif fall.span <= HASHED_SPAN:
         fall.shape = "hashed-set fall"

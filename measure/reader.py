@@ -70,7 +70,9 @@ def _header(reader, path: Path) -> list[str]:
     return header
 
 
-def _row(row: dict, where: str) -> Measurement:
+def _row(row: dict, where: str) -> Measurement | None:
+    """One measurement, or None for a latency row whose chase gave no time (an empty latency_ns:
+    the writer records the attempt; the analysis has nothing to use)."""
     sweep = (row.get("sweep") or "").strip()
     if sweep not in SWEEPS:
         raise InputError(f"{where}: sweep must be one of {', '.join(SWEEPS)}, got {sweep!r}")
@@ -88,6 +90,8 @@ def _row(row: dict, where: str) -> Measurement:
     if kwargs.get("phase", "coarse") not in PHASES:
         raise InputError(f"{where}: phase must be one of {', '.join(PHASES)}, got {kwargs['phase']!r}")
     if metric == "latency":
+        if not (row.get("latency_ns") or "").strip():
+            return None
         ns = _number(row.get("latency_ns"), "latency_ns", where)
         slot = kwargs.get("stride_bytes") or DENSE_SLOT_BYTES
         kwargs.update(latency_ns=ns, stride_bytes=slot, sweep="chase" if sweep != "chase" else sweep)
@@ -120,6 +124,7 @@ def read_measurements(path: str | Path, warnings: list[str] | None = None) -> li
     except csv.Error as exc:
         raise InputError(f"{path} is not a valid CSV file ({exc})") from None
     records: list[Measurement] = []
+    untimed = 0
     for i, (line_no, row) in enumerate(rows):
         where = f"{path} line {line_no}"
         if None in row:
@@ -132,7 +137,14 @@ def read_measurements(path: str | Path, warnings: list[str] | None = None) -> li
                                     f"({len(header) - len(cut)} of {len(header)} fields) and was left out")
                 break
             raise InputError(f"{where} has fewer fields than the header")
-        records.append(_row(row, where))
+        record = _row(row, where)
+        if record is None:
+            untimed += 1
+        else:
+            records.append(record)
+    if untimed and warnings is not None:
+        warnings.append(f"{untimed} latency row(s) of {path.name} hold no latency_ns (chases that gave no "
+                        f"time) and were left out")
     if not records:
         raise InputError(f"{path} has a header but no measurements")
     return records
@@ -148,7 +160,9 @@ def records_from_rows(rows, source: str) -> list[Measurement]:
         missing = [c for c in REQUIRED if c not in text]
         if missing:
             raise InputError(f"{source} lacks the column(s) {', '.join(missing)}")
-        records.append(_row(text, f"{source} row {i}"))
+        record = _row(text, f"{source} row {i}")
+        if record is not None:
+            records.append(record)
     if not records:
         raise InputError(f"{source} has no measurements")
     return records

@@ -132,8 +132,12 @@ class Options:
 def open_device(gpu: int | None = 0, simulate: str | None = None, sim_index: int = 0):
     if simulate is not None:
         from measure.simulated import SimulatedGPU, load_profile
-        device = SimulatedGPU(load_profile(simulate))
-        device.facts.index = sim_index if gpu is None else gpu
+        profile = load_profile(simulate)
+        index = sim_index if gpu is None else gpu
+        if index:   # each GPU of a simulated node is a card of its own: its own noise
+            profile = dataclasses.replace(profile, seed=(profile.seed + 7919 * index) % 2**63)
+        device = SimulatedGPU(profile)
+        device.facts.index = index
         return device
     from measure.gpu import TritonGPU
     return TritonGPU(0 if gpu is None else gpu)

@@ -171,12 +171,22 @@ def _drifts(reference: dict, res: dict, what: str, capacity_tol: float, bandwidt
             if row[6].startswith("DRIFT")]
 
 
+def created_epoch(res: dict) -> float:
+    """When a result was made, as seconds since the epoch (its ``created`` stamp carries the
+    offset from UTC; results from machines in other time zones order correctly); 0 if unknown."""
+    from datetime import datetime
+    try:
+        return datetime.strptime(str(res.get("created") or ""), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return 0.0
+
+
 def newest_per_gpu(results: list[dict]) -> tuple[list[dict], int]:
     """One result per GPU identity: the newest (by the time it was made, else the later given)."""
     keep: dict[str, dict] = {}
     for res in results:
         label = gpu_label(res)
-        if label not in keep or str(res.get("created") or "") >= str(keep[label].get("created") or ""):
+        if label not in keep or created_epoch(res) >= created_epoch(keep[label]):
             keep[label] = res
     return list(keep.values()), len(results) - len(keep)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
 from reports.compare import compare_results, environment_changes
-from reports.fleet import gpu_label
+from reports.fleet import created_epoch, gpu_label
 from reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
 from reports.result_json import read_result
 
@@ -46,8 +46,15 @@ def find_results(paths: list[Path], skipped: list[str]) -> list[tuple[Path, dict
     return found
 
 
-def _when(path: Path, res: dict) -> str:
-    return res.get("created") or ""
+def _when(path: Path, res: dict) -> float:
+    """Time order of results: their creation time (the file's change time when not recorded)."""
+    when = created_epoch(res)
+    if not when:
+        try:
+            when = path.stat().st_mtime
+        except OSError:
+            pass
+    return when
 
 
 @dataclass
@@ -85,7 +92,7 @@ class History:
             for run in runs:
                 dev, lv = run.result["device"], {level_key(x): x for x in run.result["levels"]}
                 env = dev.get("environment") or {}
-                row = [(_when(run.path, run.result) or "?")[:19], str(dev.get("uuid") or gpu_label(run.result))[:24],
+                row = [str(run.result.get("created") or "?")[:19], str(dev.get("uuid") or gpu_label(run.result))[:24],
                        str(env.get("driver") or dev.get("driver") or "-")]
                 row += ["-" if k not in lv else f"{fmt_bytes(lv[k].get('capacity_bytes'))} / {fmt_gbs(lv[k]['bandwidth_gbs'])}"
                         for k in keys]

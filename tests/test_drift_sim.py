@@ -1,0 +1,158 @@
+"""Regression checks on the simulator, where the truth is known: reruns of one card never drift,
+a 5% change of any level's capacity or bandwidth is caught, and a node or a fleet names exactly
+its odd GPUs. Every run is seeded (the same verdicts on every machine)."""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reports.compare import compare_results
+from sim_profiles import ACCURACY_PROFILES
+from sim_runs import run_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = range(8)            # 8 pairs of reruns x 7 profiles = 56 clean pairs
+CHANGE = 0.05
+
+
+def _levels(kind: str):
+    """(profile, level) for every level that has the figure: caches for capacity, all for bandwidth."""
+    return [(name, lv["name"]) for name, spec in ACCURACY_PROFILES.items() for lv in spec["levels"]
+            if kind == "bandwidth" or lv.get("capacity_bytes")]
+
+
+def _flags(cmp, level: str, what: str) -> bool:
+    return any(d.startswith(f"{level} ") and f" {what} " in d for d in cmp.drifted)
+
+
+def test_clean_reruns_never_drift():
+    assert len(ACCURACY_PROFILES) >= 5
+    verdicts = []
+    for name in ACCURACY_PROFILES:
+        for s in PAIRS:
+            cmp = compare_results(run_profile(name, s), run_profile(name, 100 + s))
+            verdicts.append((name, s, cmp.drifted))
+    assert len(verdicts) >= 50
+    assert [v for v in verdicts if v[2]] == []
+
+
+@pytest.mark.parametrize("what", ["capacity", "bandwidth"])
+def test_five_percent_changes_are_caught(what):
+    """Each level of each profile made 5% smaller (seed 0) and 5% larger (seed 1), against a clean
+    run of another seed: the changed figure is flagged in at least 95% of the trials, and no
+    unchanged figure in any."""
+    trials, caught, elsewhere = 0, [], []
+    for name, level in _levels(what):
+        for i, factor in enumerate((1 - CHANGE, 1 + CHANGE)):
+            base = run_profile(name, i)
+            changed = run_profile(name, 200 + i, level=level, **{what: factor})
+            cmp = compare_results(base, changed)
+            trials += 1
+            if _flags(cmp, level, what):
+                caught.append((name, level, factor))
+            others = [d for d in cmp.drifted if not (d.startswith(f"{level} ") and f" {what} " in d)]
+            if others:
+                elsewhere.append((name, level, factor, others))
+    assert trials >= 20
+    assert len(caught) >= 0.95 * trials, (len(caught), trials)
+    assert elsewhere == []
+
+
+def test_the_table_says_the_smallest_detectable_change():
+    cmp = compare_results(run_profile("nv_cliff_tail", 0), run_profile("nv_cliff_tail", 100))
+    for row in cmp.rows:
+        detectable = float(row[5].rstrip("%")) / 100
+        assert 0.03 <= detectable < 0.05, row   # the tolerance, or what the repeatabilities allow
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def test_node_flags_exactly_the_gpu_with_a_5_percent_smaller_l2(tmp_path):
+    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data["levels"][1]["capacity_bytes"] = int(data["levels"][1]["capacity_bytes"] * (1 - CHANGE))
+    small = tmp_path / "h200-l2-5pct.json"
+    small.write_text(json.dumps(data))
+    out = tmp_path / "node"
+    proc = subprocess.run([sys.executable, "-m", "detect_caches", "--simulate", f"h200,h200,{small},h200",
+                           "--out", str(out), "--no-peaks", "--no-latency"], env=_env(), capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert len(fleet["gpus"]) == 4
+    assert [g["place"].split(":")[1] for g in fleet["gpus"] if g["outlier"]] == ["2"]
+    assert fleet["gpus"][0]["outlier"] and fleet["gpus"][0]["place"].endswith(":2")
+    (what,) = fleet["outliers"].values()
+    assert len(what) == 1 and what[0].startswith("L2 (device) capacity")
+    # the three like GPUs were measured with noise of their own, not copies of one run
+    l2 = {g["place"]: g["levels"][1]["capacity_bytes"] for g in fleet["gpus"]}
+    assert len(set(l2.values())) == 4
+
+
+def _scale(lv: dict, capacity_bytes: float, bandwidth_gbs: float) -> None:
+    """A level's figures scaled as a card with that cache or speed would show them (the interval
+    and spread with them)."""
+    for key in ("capacity_bytes", "capacity_low_bytes", "capacity_high_bytes", "half_hit_bytes"):
+        if lv.get(key):
+            lv[key] = int(lv[key] * capacity_bytes)
+    for key in ("bandwidth_gbs", "bandwidth_spread_gbs", "peak_gbs"):
+        if lv.get(key):
+            lv[key] = lv[key] * bandwidth_gbs
+
+
+def _fleet(tmp_path: Path, n_nodes: int = 250, per_node: int = 8) -> tuple[Path, dict[str, str]]:
+    """2000 results: copies of one simulated H200 run with 0.2-0.3% jitter per figure, each a GPU of
+    its own (UUID, host, index); three of them odd."""
+    base = run_profile("nv_cliff_tail", 0)
+    rng = random.Random(7)
+    odd = {("node017", 3): ("L2", "capacity_bytes", 0.80), ("node101", 0): ("HBM", "bandwidth_gbs", 0.94),
+           ("node230", 6): ("L1", "capacity_bytes", 0.95)}
+    root = tmp_path / "fleet-results"
+    labels = {}
+    for n in range(n_nodes):
+        for g in range(per_node):
+            res = json.loads(json.dumps(base))
+            host = f"node{n:03d}"
+            res["device"].update(host=host, index=g, uuid=f"GPU-{n:04d}-{g}")
+            for lv in res["levels"]:
+                factors = {key: 1 + rng.choice((-1, 1)) * rng.uniform(0.002, 0.003)
+                           for key in ("capacity_bytes", "bandwidth_gbs")}
+                if (host, g) in odd and lv["name"] == odd[(host, g)][0]:
+                    key, factor = odd[(host, g)][1:]
+                    factors[key] *= factor
+                _scale(lv, **factors)
+            path = root / host / f"gpu{g}" / "result.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(res))
+            if (host, g) in odd:
+                labels[res["device"]["uuid"]] = odd[(host, g)][0]
+    return root, labels
+
+
+def test_fleet_of_2000_flags_exactly_the_odd_gpus_first_and_fast(tmp_path):
+    root, odd = _fleet(tmp_path)
+    out = tmp_path / "report"
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", str(root), "--out", str(out)],
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    wall = time.perf_counter() - t
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert wall < 5.0, wall
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert len(fleet["gpus"]) == 2000
+    assert set(fleet["outliers"]) == set(odd)
+    assert {g["label"] for g in fleet["gpus"][:3]} == set(odd)          # listed first
+    assert not any(g["outlier"] for g in fleet["gpus"][3:])
+    for label, level in odd.items():
+        assert all(w.startswith(level) for w in fleet["outliers"][label])
+    text = (out / "fleet.md").read_text()
+    assert text.index("## Outliers") < text.index("## Levels across the fleet")
+    assert all(label in text.split("## Levels")[0] for label in odd)
+    assert "fleet.csv" in text and (out / "fleet.csv").read_text().count("\n") == 2001
+    assert (out / "fleet.png").stat().st_size > 10_000
