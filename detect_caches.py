@@ -14,6 +14,7 @@ PROCESS_T0 = time.perf_counter()   # import of the CLI: close to process start
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
@@ -383,9 +384,17 @@ def _run(argv: list[str]) -> int:
     return cmd_main(argv)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 ok, 1 drift (and nothing else), 2 any failure, with one line on stderr."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:   # SIGTERM (a batch system's time limit, a node run stopping) ends a run as Ctrl-C does:
+        signal.signal(signal.SIGTERM, _interrupt)   # what was measured is kept and named
+    except ValueError:    # not the main thread (the Python API): leave signals alone
+        pass
     try:
         code = _run(argv)
         if sys.stdout is not None:

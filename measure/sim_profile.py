@@ -20,7 +20,7 @@ FACT_KEYS = {"name", "vendor", "arch", "compute_units", "xcds", "l2_bytes_report
              "sm_clock_max_mhz", "mem_clock_max_mhz", "memory_bus_width_bits", "total_memory_bytes",
              "memory_kind", "threads_per_cu", "registers_per_cu", "shared_bytes_per_cu", "warp_size",
              "driver", "uuid", "environment"}
-FAULT_KEYS = ("fail_after_calls", "interrupt_after_calls", "other_processes")
+FAULT_KEYS = ("fail_after_calls", "interrupt_after_calls", "other_processes", "launch_sleep_ms")
 # optional per-level fields: (lowest, highest, lowest excluded, integer)
 LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
                 "tail_power": (0, 20, True, False), "decline_power": (0, 5, True, False),
@@ -112,7 +112,8 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
     noise = float(number(data.get("noise", 0.02), f"profile {source}: noise", lo=0, hi=0.5))
     outliers = float(number(data.get("outlier_rate", 0.0), f"profile {source}: outlier_rate", lo=0, hi=1))
     seed = number(data.get("seed", 1), f"profile {source}: seed", lo=0, hi=2**63 - 1, integer=True)
-    faults = {k: number(data[k], f"profile {source}: {k}", lo=0, hi=2**62, integer=True)
+    faults = {k: number(data[k], f"profile {source}: {k}", lo=0, hi=10_000 if k == "launch_sleep_ms" else 2**62,
+                        integer=True)
               for k in FAULT_KEYS if data.get(k) is not None}
     facts = DeviceFacts.from_dict({k: v for k, v in data.items() if k in FACT_KEYS}, source=f"profile {source}")
     facts.name = f"simulated {text(data.get('name', 'gpu'), f'profile {source}: name', max_len=100)}"

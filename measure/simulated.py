@@ -8,6 +8,7 @@ physics (fall shapes, partitions, mixing) is in `measure.sim_model`, the profile
 from __future__ import annotations
 
 import math
+import time
 from typing import Sequence
 
 import numpy as np
@@ -70,6 +71,8 @@ class SimulatedGPU:
             raise DeviceError("a kernel launch failed: simulated fault (fail_after_calls)")
         if self.calls >= faults.get("interrupt_after_calls", 1 << 62):
             raise KeyboardInterrupt
+        if faults.get("launch_sleep_ms"):       # a slow GPU, in wall time (signals, progress)
+            time.sleep(faults["launch_sleep_ms"] / 1000)
 
     def _noise_now(self) -> float:
         self._inject_faults()

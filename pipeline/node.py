@@ -97,11 +97,12 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
         release(root)
     for line in failed:
         print(f"detect-caches: {line}", file=sys.stderr)
-    if stop["signal"] is not None:
-        failed.append(f"stopped by signal {stop['signal']}; each GPU's measurements so far are in "
-                      f"{root}/gpu*/measurements.csv")
-    if not results:
-        raise DetectCachesError("no GPU produced a result: " + "; ".join(failed))
+    stopped = (f"stopped by signal {stop['signal']}; each GPU's measurements so far are in "
+               f"{root}/gpu*/measurements.csv") if stop["signal"] is not None else ""
+    if not results:   # each GPU's failure is on its own line above
+        raise DetectCachesError(f"no GPU produced a result{': ' + stopped if stopped else ''}")
+    if stopped:
+        failed.append(stopped)
     return finish(results, args, root, failed, same_time=True)
 
 

@@ -23,6 +23,11 @@ def claim_out_dir(path: Path) -> Path:
     """Create ``path`` for this run alone, or take it if it is an empty folder nobody else has
     claimed; refuse anything else with one sentence. Never overwrites."""
     path = Path(path)
+    for up in path.parents:                 # a file where a folder must be: say which
+        if up.exists():
+            if not up.is_dir():
+                raise InputError(f"{up} is not a folder; choose another --out")
+            break
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

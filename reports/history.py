@@ -27,6 +27,9 @@ def find_results(paths: list[Path], skipped: list[str]) -> list[tuple[Path, dict
             found.append((path, read_result(path)))     # given by name: it must be a result
             continue
         if not path.is_dir():
+            if path.exists():
+                raise InputError(f"{path} is not a regular file or a folder (a pipe, device or socket); "
+                                 f"give result.json files or folders of them")
             raise InputError(f"{path}: no such file or folder")
         base = len(path.parts)
         for root, dirs, files in os.walk(path, followlinks=False):
