@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from detector.capacity import estimate_capacity
+from detector.capacity import BOOTSTRAP, estimate_capacity
 from detector.curve import Curve, binned, point_sigma, robust_sigma
 from detector.levels import Step, SweepAnalysis
 from detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments
@@ -105,7 +105,9 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
 
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
-                  known: tuple = ()) -> SweepAnalysis | None:
+                  known: tuple = (), resamples: int = BOOTSTRAP) -> SweepAnalysis | None:
+    """Plateaus, levels and the capacity of each fall; ``resamples``: the replicates behind each
+    capacity's repeatability (0 where nobody reads it)."""
     if len(curve) < MIN_POINTS:
         warnings.append(f"the {curve.sweep} sweep has {len(curve)} distinct sizes; at least "
                         f"{MIN_POINTS} are needed to find plateaus, so it was not analyzed")
@@ -137,7 +139,7 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
         # as memory does past a cache); the upper one's edge may already be inside the fall
         lo_log = _local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
         est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i,
-                                resample_sigma=an.point_sigma)
+                                resample_sigma=an.point_sigma, resamples=resamples)
         rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
         inner = [p for p in partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
         steps.append(Step(upper=i, estimate=est, rise=rise, partials=inner))

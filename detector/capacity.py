@@ -52,25 +52,45 @@ class CapacityEstimate:
         return self.shape.startswith("cliff")
 
 
-def _logistic_log_bw(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> np.ndarray:
-    z = np.clip((lnw - lnc) / max(s, 1e-6), -700, 700)
+LN10 = math.log(10.0)
+
+
+def _mix(h: np.ndarray, b_hi, b_lo) -> tuple[np.ndarray, np.ndarray]:
+    """log10 of the harmonically mixed bandwidth for hit rate ``h``, and its derivative in h."""
+    d = h / b_hi + (1.0 - h) / b_lo
+    return -np.log10(d), -(1.0 / b_hi - 1.0 / b_lo) / (d * LN10)
+
+
+def _logistic(lnw: np.ndarray, lnc: float, s: float, b_hi, b_lo) -> tuple[np.ndarray, np.ndarray]:
+    """The hashed-set model (log10 bandwidth) and its Jacobian in (ln C, s): analytic, since
+    the fit runs once per resample and numerical differences were half its time."""
+    s = max(s, 1e-6)
+    z = np.clip((lnw - lnc) / s, -700, 700)
     h = 1.0 / (1.0 + np.exp(z))
-    return np.log10(1.0 / (h / b_hi + (1.0 - h) / b_lo))
+    f, dfdh = _mix(h, b_hi, b_lo)
+    g = dfdh * h * (1.0 - h) / s
+    return f, np.column_stack([g, g * z])
+
+
+def _logistic_log_bw(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> np.ndarray:
+    return _logistic(lnw, lnc, s, b_hi, b_lo)[0]
 
 
 def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float,
-               *, with_rms: bool = False):
+               *, with_rms: bool = False, starts: tuple[float, ...] = (0.03, 0.1, 0.3)):
     """Centre of a logistic hit-rate fall (in ln W) fitted to the points: the hashed-set capacity
-    (and the fit's RMS residual in log10 bandwidth, with ``with_rms``)."""
+    (and the fit's RMS residual in log10 bandwidth, with ``with_rms``). ``starts``: initial
+    widths (several: a narrow and a broad fall have different basins)."""
     lnw = np.log(sizes)
     b_hi, b_lo = 10 ** hi_log, 10 ** lo_log
     lo, hi = float(lnw.min()), float(lnw.max())
     x0 = min(max(math.log(guess), lo + 1e-9), hi - 1e-9)
     best = None
-    for s0 in (0.03, 0.1, 0.3):
+    for s0 in starts:
         try:
-            res = least_squares(lambda p: _logistic_log_bw(lnw, p[0], p[1], b_hi, b_lo) - y,
-                                x0=[x0, s0], bounds=([lo, 2e-3], [hi, 2.0]))
+            res = least_squares(lambda p: _logistic(lnw, p[0], p[1], b_hi, b_lo)[0] - y, x0=[x0, s0],
+                                jac=lambda p: _logistic(lnw, p[0], p[1], b_hi, b_lo)[1],
+                                bounds=([lo, 2e-3], [hi, 2.0]))
         except ValueError:
             continue
         if best is None or res.cost < best.cost:
@@ -81,9 +101,16 @@ def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, g
     return cap
 
 
+def _kink(lnw: np.ndarray, lnc: float, q: float, b_hi, b_lo) -> tuple[np.ndarray, np.ndarray]:
+    """h = min(1, (C/W)^q) as log10 bandwidth, and its Jacobian in (ln C, q)."""
+    u = np.clip(lnw - lnc, 0, None)
+    h = np.exp(-q * u)
+    f, dfdh = _mix(h, b_hi, b_lo)
+    return f, np.column_stack([dfdh * h * q * (u > 0), -dfdh * h * u])
+
+
 def _kink_log_bw(lnw: np.ndarray, lnc: float, q: float, b_hi: float, b_lo: float) -> np.ndarray:
-    h = np.exp(-q * np.clip(lnw - lnc, 0, None))
-    return np.log10(1.0 / (h / b_hi + (1.0 - h) / b_lo))
+    return _kink(lnw, lnc, q, b_hi, b_lo)[0]
 
 
 def fit_kink(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float) -> float:
@@ -99,21 +126,22 @@ def fit_kink(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, gue
     lo, hi = float(lnw.min()), float(lnw.max())
     x0 = min(max(math.log(guess), lo), hi)
     try:
-        res = least_squares(lambda p: _kink_log_bw(lnw, p[0], p[1], b_hi, b_lo) - yk,
-                            x0=[x0, 2.0], bounds=([lo, 0.2], [hi, 20.0]))
+        res = least_squares(lambda p: _kink(lnw, p[0], p[1], b_hi, b_lo)[0] - yk, x0=[x0, 2.0],
+                            jac=lambda p: _kink(lnw, p[0], p[1], b_hi, b_lo)[1],
+                            bounds=([lo, 0.2], [hi, 20.0]))
     except ValueError:
         return guess
     return math.exp(res.x[0])
 
 
 def point_estimate(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float,
-                   noise_log: float) -> tuple[float, Fall]:
+                   noise_log: float, *, starts: tuple[float, ...] = (0.03, 0.1, 0.3)) -> tuple[float, Fall]:
     """The capacity for the fall's shape (see the module docstring) and the fall itself."""
     fall = describe_fall(sizes, y, hi_log, lo_log, noise_log)
     if fall.shape.startswith("cliff") or fall.shape == "step":
         return fall.onset_bytes, fall
     if fall.shape == "hashed-set fall":
-        return fit_hashed(sizes, y, hi_log, lo_log, fall.w50_bytes or fall.onset_bytes), fall
+        return fit_hashed(sizes, y, hi_log, lo_log, fall.w50_bytes or fall.onset_bytes, starts=starts), fall
     if fall.shape == "decline, then collapse":
         return (fall.w95_bytes or fall.onset_bytes), fall
     # a tail: where it begins, from a fitted kink (steadier than one crossing or the last size
@@ -134,11 +162,13 @@ def _neighbours(sizes: np.ndarray, at: float) -> tuple[float, float]:
 
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
-                      noise_log: float, *, seed: int = 0, resample_sigma: float | None = None) -> CapacityEstimate:
+                      noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
+                      resamples: int = BOOTSTRAP) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``lo_log``: the lower level's speed, one figure or one per point; ``noise_log``: the curve's
     noise (the shape's tolerances); ``resample_sigma``: one point's noise, for the repeatability
-    (``noise_log`` when not given)."""
+    (``noise_log`` when not given); ``resamples``: replicates for it (0: none, the grid term only).
+    A cliff or a step is a measured size: only the size grid moves it, so it is not resampled."""
     order = np.argsort(sizes, kind="stable")
     sizes, y = np.asarray(sizes, dtype=float)[order], np.asarray(y, dtype=float)[order]
     if np.ndim(lo_log):   # the level below, point by point (a curve, not a plateau: detector.analyze)
@@ -164,8 +194,11 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
     # repeatability: re-estimate with fresh noise of the sweep's size, and the size grid's step
     rng = np.random.default_rng(seed)
     sigma = max(noise_log if resample_sigma is None else resample_sigma, 1e-3)
-    boots = [point_estimate(sizes, y + rng.normal(0.0, sigma, y.size), hi_log, lo_log, noise_log)[0]
-             for _ in range(BOOTSTRAP if sizes.size >= 4 else 0)]
+    measured = fall.shape.startswith("cliff") or fall.shape == "step"
+    n_boot = resamples if sizes.size >= 4 and not measured else 0
+    # one start width per replicate (the data's own fit chose among three): a third of the time
+    boots = [point_estimate(sizes, y + rng.normal(0.0, sigma, y.size), hi_log, lo_log, noise_log, starts=(0.1,))[0]
+             for _ in range(n_boot)]
     # a robust spread: a rare replicate whose fall reads as another shape (more likely with
     # noise added to noisy points than in a real rerun) does not set it
     logs = np.log(boots) if len(boots) > 2 else np.zeros(1)

@@ -39,7 +39,8 @@ def analyze_latency(records: list[Measurement], warnings: list[str]) -> SweepAna
     curve = chase_curve(records)
     if curve is None:
         return None
-    return analyze_sweep(curve, warnings, min_level_octaves=MIN_OCTAVES)
+    # the latency knees' capacities are notes beside the bandwidth's: no repeatability to resample
+    return analyze_sweep(curve, warnings, min_level_octaves=MIN_OCTAVES, resamples=0)
 
 
 def _ns(bandwidth_gbs: float) -> float:
