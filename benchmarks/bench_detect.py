@@ -1,136 +1,287 @@
-"""Benchmark of the main job on a real GPU: wall time (cold, in fresh processes) and its split,
-measurement counts, plateau and peak bandwidths against the physical ceilings and gpu-benches,
-and the capacities of repeated runs, checked against the targets. One JSON and one Markdown record.
+"""Benchmark of the main job on a real GPU: wall time of `detect-caches --gpu N` in fresh processes
+(the first with an empty Triton cache, as after an install) and its split against the floor
+(torch's import with CUDA init), measurements needed, plateau and peak bandwidths against the
+physical ceilings and against gpu-benches run on the same card in the same session (ratios at the
+same working-set sizes), latencies against gpu-latency, and run-to-run repeatability next to what
+each run said. One JSON and one Markdown record.
 
-    python3 benchmarks/bench_detect.py --gpu 0 --runs 3 --out bench-out [--timing device]
+    python3 benchmarks/bench_detect.py --gpu 0 --runs 3 --out bench-out [--peers PEERS_DIR]
+        [--no-latency-runs 2] [--node]
+
+PEERS_DIR: the output of ../shared/peers/run-gpu-benches.sh on the same GPU (gpu-cache.txt,
+gpu-l2-cache.txt, gpu-latency.txt; any may be missing).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# gpu-benches on the same H200 (../shared/notes/gpu-findings.md), GB/s, and its time
-GPU_BENCHES_H200 = {"L1": (25000, 29000), "L2": (9500, 10000), "HBM": (4720, 4720)}
-GPU_BENCHES_SECONDS = "83 s running + 21 s compiling (L1 and L2 sweeps), no boundary found by itself"
-TARGETS = {"wall_s": 20, "measurements": 300, "L1_share": 0.95, "L2_gbs": 10500, "HBM_gbs": 4750,
-           "L1_kib_spread": 2, "L2_rel_spread": 0.02}
+FLOOR_CODE = ("import time; t = time.perf_counter(); import torch; torch.cuda.init(); "
+              "torch.empty(1, device='cuda'); print(time.perf_counter() - t)")
 
 
-def one_run(args, i: int) -> dict:
-    out = Path(args.out) / f"run{i + 1}"
-    cmd = [sys.executable, "-m", "detect_caches", "--quiet", "--out", str(out), "--timing", args.timing]
-    cmd += ["--simulate", args.simulate] if args.simulate else ["--gpu", str(args.gpu)]
+def fresh(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - t
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t, proc
+
+
+def floor_seconds(gpu: int, env: dict) -> list[float]:
+    """Wall time of a fresh process that only imports torch and creates the CUDA context."""
+    out = []
+    for _ in range(2):
+        wall, proc = fresh([sys.executable, "-c", FLOOR_CODE], dict(env, CUDA_VISIBLE_DEVICES=str(gpu)))
+        if proc.returncode == 0:
+            out.append(round(wall, 2))
+    return out
+
+
+def one_run(args, out: Path, env: dict, extra: list[str]) -> dict:
+    what = ["--simulate", args.simulate] if args.simulate else ["--gpu", str(args.gpu)]
+    cmd = [sys.executable, "-m", "detect_caches", "--quiet", "--out", str(out), *what, *extra]
+    wall, proc = fresh(cmd, env)
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"run {i + 1} failed: {proc.stderr.strip()}")
+        raise SystemExit(f"{out.name} failed: {proc.stderr.strip()}")
     result = json.loads((out / "result.json").read_text())
     result["_wall_s"] = wall
+    result["_dir"] = str(out)
     return result
 
 
-def run_record(r: dict) -> dict:
+def split(r: dict) -> dict:
     m = r["method"]
     sweeps = m.get("sweeps", {})
-    return {
-        "wall_s": round(r["_wall_s"], 2), "elapsed_s": r["elapsed_s"], "measurements": r["measurements"],
-        "split_s": {"start-up (python, torch, device)": m.get("process_seconds_before_measuring"),
-                    "compile (first launches)": m.get("compile_seconds"),
-                    **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
-                    "peak probes": (m.get("peak_probes") or {}).get("seconds"),
-                    "analysis": m.get("analysis_seconds")},
-        "sweep_measurements": {k: v.get("measurements") for k, v in sweeps.items()},
-        "levels": [{k: lv.get(k) for k in ("name", "scope", "capacity_bytes", "capacity_low_bytes",
-                                            "capacity_high_bytes", "onset_bytes", "bandwidth_gbs",
-                                            "peak_bandwidth_gbs", "peak_launch", "ceiling_gbs", "confidence")}
-                   for lv in r["levels"]],
-        "sm_clock_seen_mhz": m.get("sm_clock_seen_mhz"), "timing": m.get("timing"),
-        "warnings": r.get("warnings", []),
-    }
+    lat = m.get("latency") or {}
+    parts = {**{f"start-up: {k}": v for k, v in (m.get("startup_seconds") or {}).items()},
+             "start-up, all (process start to first measurement)": m.get("process_seconds_before_measuring"),
+             "compiling on first launches": m.get("compile_seconds"),
+             **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
+             "latency sweep": lat.get("seconds"), "latency probes": lat.get("probe_seconds"),
+             "peak probes": (m.get("peak_probes") or {}).get("seconds"),
+             "analysis": m.get("analysis_seconds")}
+    parts = {k: v for k, v in parts.items() if v is not None}
+    measured = sum(v for k, v in parts.items() if not k.startswith("start-up: "))
+    parts["the rest (writing, waiting on the plot, exit)"] = round(r["_wall_s"] - measured, 3)
+    return parts
 
 
-def verdicts(rec: dict) -> list[list[str]]:
-    runs = rec["runs"]
-    best = lambda name: max((lv.get("peak_bandwidth_gbs") or lv["bandwidth_gbs"]) for r in runs  # noqa: E731
-                            for lv in r["levels"] if lv["name"] == name)
-    level = lambda r, name: next((lv for lv in r["levels"] if lv["name"] == name), None)  # noqa: E731
+def level(r: dict, name: str) -> dict | None:
+    return next((lv for lv in r["levels"] if lv["name"] == name), None)
+
+
+# -- peers ----------------------------------------------------------------------------------
+
+def _rows(path: Path, parse) -> list[tuple[float, float]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            row = parse(line.split())
+        except (ValueError, IndexError):
+            continue
+        if row:
+            out.append(row)
+    return out
+
+
+def peers(folder: Path | None) -> dict:
+    """(bytes, GB/s) from gpu-cache (per SM) and gpu-l2-cache (whole device); (bytes, ns) from
+    gpu-latency (ns per hop = ms x 1e6 / iterations: its cycle column uses an idle clock)."""
+    if folder is None:
+        return {}
+    kb = 1024
+    cache = _rows(folder / "gpu-cache.txt", lambda t: (float(t[0]) * kb, float(t[4])) if t[1] == "kB" else None)
+    l2 = _rows(folder / "gpu-l2-cache.txt", lambda t: (float(t[2]) * kb, float(t[6])) if t[1] == "kB" else None)
+    lat = _rows(folder / "gpu-latency.txt",
+                lambda t: (float(t[2]) * kb, float(t[3]) * 1e6 / float(t[0])) if len(t) == 5 else None)
+    return {"gpu-cache": cache, "gpu-l2-cache": l2, "gpu-latency": lat}
+
+
+def nearest(rows: list[tuple[float, float]], size: float) -> tuple[float, float] | None:
+    return min(rows, key=lambda r: abs(math.log(r[0] / size))) if rows and size > 0 else None
+
+
+def peak_probe(run_dir: Path, lv: dict) -> tuple[float, float]:
+    """(working set bytes, GB/s) of a level's best figure: its winning peak probe (the reading
+    the result reports), or the plateau at its geometric middle when the sweep's launch won."""
+    peak = lv.get("peak_bandwidth_gbs")
+    with open(run_dir / "measurements.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["phase"] == "peak"]
+    best = min(rows, key=lambda r: abs(float(r["bandwidth_gbs"]) / peak - 1), default=None) if peak else None
+    if best is not None and abs(float(best["bandwidth_gbs"]) / peak - 1) < 1e-3:
+        return float(best["working_set_bytes"]), float(best["bandwidth_gbs"])
+    return math.sqrt(lv["plateau_lo_bytes"] * lv["plateau_hi_bytes"]), lv["bandwidth_gbs"]
+
+
+def peer_rows(runs: list[dict], p: dict) -> list[list[str]]:
+    """Each level's best figure (the peak probe, else the plateau) against the peer at the same size."""
     rows = []
-    walls = [r["wall_s"] for r in runs]
-    rows.append(["wall time, cold", f"<= {TARGETS['wall_s']} s", f"{min(walls):.1f}-{max(walls):.1f} s",
-                 "met" if max(walls) <= TARGETS["wall_s"] else "missed"])
-    ms = [r["measurements"] for r in runs]
-    rows.append(["measurements", f"<= {TARGETS['measurements']}", f"{min(ms)}-{max(ms)}",
-                 "met" if max(ms) <= TARGETS["measurements"] else "missed"])
-    l1 = [level(r, "L1") for r in runs]
-    if all(l1) and l1[0].get("ceiling_gbs"):
-        shares = [lv["bandwidth_gbs"] / lv["ceiling_gbs"] for lv in l1]
-        rows.append(["L1 plateau", ">= 95% of ceiling", f"{min(shares):.1%}-{max(shares):.1%}",
-                     "met" if min(shares) >= TARGETS["L1_share"] else "missed"])
-    for name, key in (("L2", "L2_gbs"), ("HBM", "HBM_gbs")):
-        lv = [level(r, name) for r in runs]
-        if all(lv):
-            plat = [x["bandwidth_gbs"] for x in lv]
-            peak = [x.get("peak_bandwidth_gbs") or x["bandwidth_gbs"] for x in lv]
-            rows.append([f"{name} plateau (peak probe)", f">= {TARGETS[key] / 1000:.2f} TB/s",
-                         f"{min(plat) / 1000:.2f}-{max(plat) / 1000:.2f} TB/s "
-                         f"(peak {min(peak) / 1000:.2f}-{max(peak) / 1000:.2f})",
-                         "met" if best(name) >= TARGETS[key] else "missed"])
-    for name, key in (("L1", "L1_kib_spread"), ("L2", "L2_rel_spread")):
-        caps = [lv["capacity_bytes"] for r in runs if (lv := level(r, name)) and lv.get("capacity_bytes")]
-        if len(caps) == len(runs) and caps:
-            spread = max(caps) - min(caps)
-            if name == "L1":
-                rows.append(["L1 capacity over runs", "+-1 KiB", f"{', '.join(f'{c / 1024:.1f}' for c in caps)} KiB",
-                             "met" if spread <= TARGETS[key] * 1024 else "missed"])
-            else:
-                rel = spread / statistics.median(caps)
-                rows.append(["L2 capacity over runs", "+-1%", f"{', '.join(f'{c / 2**20:.2f}' for c in caps)} MiB "
-                             f"({rel:.2%} spread)", "met" if rel <= TARGETS[key] else "missed"])
+    sources = {"L1": "gpu-cache", "L2": "gpu-l2-cache", "HBM": "gpu-l2-cache"}
+    for name, peer in sources.items():
+        if not p.get(peer):
+            continue
+        for i, r in enumerate(runs):
+            lv = level(r, name)
+            if lv is None:
+                continue
+            size, ours = peak_probe(Path(r["_dir"]), lv)
+            inside = [b for w, b in p[peer] if lv["plateau_lo_bytes"] <= w <= lv["plateau_hi_bytes"]]
+            hit = nearest(p[peer], size)
+            if hit is None:
+                continue
+            rows.append([name, f"run {i + 1}", f"{size / 2**20:.2f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB",
+                         f"{ours:,.0f}", f"{hit[1]:,.0f} at {hit[0] / 2**20:.2f} MiB" if hit[0] >= 2**20
+                         else f"{hit[1]:,.0f} at {hit[0] / 1024:.0f} KiB", f"{ours / hit[1]:.3f}",
+                         f"{lv['bandwidth_gbs']:,.0f}", f"{max(inside):,.0f}" if inside else "-"])
     return rows
+
+
+def latency_rows(runs: list[dict], p: dict) -> list[list[str]]:
+    lat = p.get("gpu-latency") or []
+    if not lat:
+        return []
+    rows = []
+    r = runs[0]
+    caches = [lv for lv in r["levels"] if lv.get("capacity_bytes")]
+    for lv in r["levels"]:
+        if lv.get("latency_ns") is None:
+            continue
+        if lv.get("capacity_bytes"):
+            lo = caches[caches.index(lv) - 1]["capacity_bytes"] * 2 if caches.index(lv) else 4096
+            hi = (lv.get("latency_steps") or [{}])[0].get("up_to_bytes") or lv["capacity_bytes"]
+            window = (lo, max(lo, hi * 0.8))
+        else:
+            window = (4 * max(c["capacity_bytes"] for c in caches), float("inf"))
+        vals = [ns for size, ns in lat if window[0] <= size <= window[1]]
+        if vals:
+            peer = statistics.median(vals)
+            rows.append([lv["name"], f"{lv['latency_ns']:.1f}", f"{peer:.1f} ({len(vals)} sizes)",
+                         f"{lv['latency_ns'] / peer:.3f}"])
+        for step in lv.get("latency_steps") or []:
+            rows.append([f"{lv['name']} step", f"{step['latency_ns']:.1f} up to {step['up_to_bytes'] / 2**20:.1f} MiB",
+                         "-", "-"])
+    return rows
+
+
+# -- repeatability ----------------------------------------------------------------------------
+
+def repeat_rows(runs: list[dict]) -> list[list[str]]:
+    rows = []
+    for lv0 in runs[0]["levels"]:
+        name = lv0["name"]
+        for key, rep in (("capacity_bytes", "capacity_repeatability"), ("bandwidth_gbs", "bandwidth_repeatability")):
+            vals = [lv[key] for r in runs if (lv := level(r, name)) and lv.get(key)]
+            said = [lv[rep] for r in runs if (lv := level(r, name)) and lv.get(rep) is not None]
+            if len(vals) < 2:
+                continue
+            seen = statistics.pstdev(vals) / statistics.mean(vals)
+            span = (max(vals) - min(vals)) / statistics.median(vals)
+            unit = (lambda v: f"{v / 2**20:.2f} MiB" if v >= 2**20 else f"{v / 1024:.1f} KiB") if key == "capacity_bytes" \
+                else (lambda v: f"{v:,.0f} GB/s")
+            rows.append([name, key.split("_")[0], ", ".join(unit(v) for v in vals), f"{seen:.2%}", f"{span:.2%}",
+                         f"{statistics.median(said):.2%}" if said else "-"])
+    return rows
+
+
+def table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--gpu", type=int)
-    src.add_argument("--simulate")
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--simulate", help="a simulated GPU instead (to try the script; its timings mean nothing)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--timing", choices=("events", "device"), default="events")
-    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--no-latency-runs", type=int, default=0, help="also time this many runs with --no-latency")
+    ap.add_argument("--peers", type=Path, help="run-gpu-benches.sh output for this GPU")
+    ap.add_argument("--node", action="store_true", help="also time `--gpu all` (the node of every GPU)")
+    ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--report-only", type=Path, metavar="DIR",
+                    help="write the record again from DIR's runs (e.g. with peers that finished later)")
     args = ap.parse_args()
-    Path(args.out).mkdir(parents=True, exist_ok=False)
-    runs = [one_run(args, i) for i in range(args.runs)]
-    first = runs[0]
-    rec = {"date": time.strftime("%Y-%m-%d %H:%M"), "device": first["device"], "timing": args.timing,
-           "runs": [run_record(r) for r in runs]}
-    dev = first["device"]
-    lines = [f"# detect-caches benchmark, {rec['date']} (timing: {args.timing})", "",
-             f"Device: {dev['name']} ({'SIMULATED' if dev.get('simulated') else 'real hardware'}), "
-             f"driver {dev.get('driver')}, torch {dev.get('torch')}, triton {dev.get('triton')}", "",
-             "| run | wall s | measurements | split (s) | levels: capacity / plateau / peak |", "|---|---|---|---|---|"]
-    for i, r in enumerate(rec["runs"]):
-        split = ", ".join(f"{k} {v:.2f}" for k, v in r["split_s"].items() if v is not None)
-        lv = "; ".join(f"{l['name']} {(l['capacity_bytes'] or 0) / 1024:,.0f} KiB / {l['bandwidth_gbs']:,.0f} / "
-                       f"{l.get('peak_bandwidth_gbs') or 0:,.0f} GB/s" for l in r["levels"])
-        lines.append(f"| {i + 1} | {r['wall_s']:.1f} | {r['measurements']} | {split} | {lv} |")
-    rows = verdicts(rec)
-    rec["verdicts"] = rows
-    lines += ["", "| figure | target | measured | verdict |", "|---|---|---|---|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    if not dev.get("simulated") and "H200" in dev.get("name", ""):
-        lines += ["", f"gpu-benches on this card (gpu-findings.md, not re-run): "
-                      + ", ".join(f"{k} {lo / 1000:.2f}-{hi / 1000:.2f} TB/s" for k, (lo, hi) in GPU_BENCHES_H200.items())
-                      + f"; {GPU_BENCHES_SECONDS}."]
-    Path(args.out, "bench.json").write_text(json.dumps(rec, indent=2))
-    Path(args.out, "bench.md").write_text("\n".join(lines) + "\n")
+    if args.report_only:
+        args.out = args.report_only
+        old = json.loads((args.out / "bench.json").read_text())
+        floor, node = old["floor_s"], old["node"]
+
+        def load(prefix: str, walls: list[float]) -> list[dict]:
+            out = []
+            for i, wall in enumerate(walls):
+                r = json.loads((args.out / f"{prefix}{i + 1}" / "result.json").read_text())
+                out.append(dict(r, _wall_s=wall, _dir=str(args.out / f"{prefix}{i + 1}")))
+            return out
+        runs = load("run", [r["wall_s"] for r in old["runs"]])
+        quick = load("no-latency", [r["wall_s"] for r in old["no_latency_runs"]])
+    else:
+        args.out.mkdir(parents=True, exist_ok=False)
+        env = dict(os.environ)
+        env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-triton-")   # empty: as after an install
+        floor = [] if args.simulate else floor_seconds(args.gpu, env)
+        runs = [one_run(args, args.out / f"run{i + 1}", env, []) for i in range(args.runs)]
+        quick = [one_run(args, args.out / f"no-latency{i + 1}", env, ["--no-latency"])
+                 for i in range(args.no_latency_runs)]
+        node = None
+        if args.node:
+            wall, proc = fresh([sys.executable, "-m", "detect_caches", "--gpu", "all", "--out",
+                                str(args.out / "node")], env)
+            node = {"wall_s": round(wall, 2), "exit": proc.returncode, "stdout_tail": proc.stdout[-1500:]}
+    p = peers(args.peers)
+    dev = runs[0]["device"]
+    lines = [f"# detect-caches benchmark, {time.strftime('%Y-%m-%d %H:%M')}", "",
+             f"Device: {dev['name']} {dev.get('uuid', '')}, driver {dev.get('driver')}, torch {dev.get('torch')}, "
+             f"triton {dev.get('triton')}; SM clock seen {runs[0]['method'].get('sm_clock_seen_mhz')} MHz.", "",
+             f"Floor (fresh process: import torch, CUDA context): {', '.join(f'{f:.2f}' for f in floor)} s.", ""]
+    rows = []
+    for tag, group in (("full", runs), ("--no-latency", quick)):
+        for i, r in enumerate(group):
+            rows.append([f"{tag} {i + 1}" + (" (empty Triton cache)" if tag == "full" and i == 0 else ""),
+                         f"{r['_wall_s']:.2f}", str(r["measurements"]),
+                         f"{r['_wall_s'] - min(floor):.2f}" if floor else "-",
+                         ", ".join(f"{k} {v:.2f}" for k, v in split(r).items())])
+    lines += table(["run", "wall s", "measurements", "beyond the floor s", "split (s)"], rows) + [""]
+    if node:
+        lines += [f"Node (`--gpu all`): {node['wall_s']:.2f} s, exit {node['exit']}.", ""]
+    lv_rows = []
+    for i, r in enumerate(runs):
+        for lv in r["levels"]:
+            ceiling = lv.get("ceiling_gbs")
+            lv_rows.append([f"run {i + 1}", lv["name"], f"{(lv.get('capacity_bytes') or 0) / 1024:,.1f} KiB"
+                            if lv.get("capacity_bytes") else "-", lv.get("fall_shape") or "-",
+                            f"{lv['bandwidth_gbs']:,.0f}", f"{lv.get('peak_bandwidth_gbs') or 0:,.0f}",
+                            f"{lv['bandwidth_gbs'] / ceiling:.1%}" if ceiling else "-",
+                            f"{lv['latency_ns']:.1f}" if lv.get("latency_ns") else "-"])
+    lines += table(["run", "level", "capacity", "fall", "plateau GB/s", "peak GB/s", "plateau / ceiling", "latency ns"],
+                   lv_rows) + [""]
+    pr = peer_rows(runs, p)
+    if pr:
+        lines += ["Against gpu-benches on the same GPU in this session (best figure at the same working set):", ""]
+        lines += table(["level", "run", "probe size", "ours GB/s", "peer GB/s at nearest size", "ratio",
+                        "our plateau GB/s", "peer best in our plateau's range"], pr) + [""]
+    lr = latency_rows(runs, p)
+    if lr:
+        lines += ["Latency against gpu-latency (ns per hop, median over the level's sizes):", ""]
+        lines += table(["level", "ours ns", "gpu-latency ns", "ratio"], lr) + [""]
+    rr = repeat_rows(runs)
+    if rr:
+        lines += ["Repeatability between the runs, next to what each run said (1 sigma):", ""]
+        lines += table(["level", "figure", "runs", "sd seen", "max-min", "said (median)"], rr) + [""]
+    rec = {"floor_s": floor, "runs": [{"wall_s": r["_wall_s"], "measurements": r["measurements"], "split_s": split(r),
+                                       "levels": r["levels"], "method": r["method"]} for r in runs],
+           "no_latency_runs": [{"wall_s": r["_wall_s"], "split_s": split(r)} for r in quick], "node": node,
+           "peer_rows": pr, "latency_rows": lr, "repeat_rows": rr, "device": dev}
+    (args.out / "bench.json").write_text(json.dumps(rec, indent=1, default=str))
+    (args.out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

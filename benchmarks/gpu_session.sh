@@ -1,32 +1,32 @@
 #!/bin/bash
-# One GPU-machine session: GPU tests, three cold detections per timing method (the benchmark
-# record), the two timings side by side, a run beside a second GPU workload, `--gpu all` and the
-# torchrun path with one rank. Everything lands in $OUT/h200.tgz.
+# One GPU-machine session (two H200s of one host, or one): the node first (both GPUs), then
+# gpu-latency on the second GPU in the background while GPU 0 runs the GPU tests, gpu-cache and
+# gpu-l2-cache, the HBM launch candidates at the peer's best sizes, and the benchmark record
+# (3 cold runs, the first with an empty Triton cache; 2 without latency; one without
+# precompiling). Everything lands in $OUT/h200.tgz; a short table is printed last.
 set -u
-OUT=${OUT:-/tmp/out}
-EX=$OUT/h200
-mkdir -p $EX
-SMI="nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv"
+OUT=${OUT:-/tmp/out}; EX=$OUT/h200; mkdir -p $EX
+SMI="nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,ecc.mode.current,persistence_mode --format=csv"
 $SMI > $EX/nvidia-smi.csv 2>&1
-DETECT_CACHES_GPU_TESTS=1 python3 -m pytest -m gpu -q tests/test_gpu.py 2>&1 | tail -15 > $EX/gpu-tests.log
-tail -2 $EX/gpu-tests.log
-python3 benchmarks/bench_detect.py --gpu 0 --runs 3 --out $EX/bench 2>&1 | tail -12 > $EX/bench.log
-cat $EX/bench.log
-python3 benchmarks/bench_detect.py --gpu 0 --runs 3 --timing device --out $EX/bench-device 2>&1 | tail -10 > $EX/bench-device.log
-cat $EX/bench-device.log
-python3 -m detect_caches compare $EX/bench/run1/result.json $EX/bench/run2/result.json > $EX/compare.md 2>&1; echo "compare rc=$?" >> $EX/compare.md
-tail -3 $EX/compare.md
-timeout 120 python3 benchmarks/compare_timing.py --gpu 0 --points $EX/bench/run1/measurements.csv --out $EX/timing > $EX/timing.log 2>&1
-timeout 60 python3 benchmarks/clock_spread.py --gpu 0 > $EX/clock-spread.log 2>&1; cat $EX/clock-spread.log
-tail -12 $EX/timing.log
-python3 benchmarks/noisy_neighbour.py --gpu 0 --seconds 40 > $EX/neighbour.log 2>&1 &
-sleep 8
-python3 -m detect_caches --gpu 0 --quiet --out $EX/noisy > $EX/noisy.log 2>&1; echo "noisy rc=$?" >> $EX/noisy.log
-wait
-tail -8 $EX/noisy.log
-python3 -m detect_caches --gpu all --out $EX/node > $EX/node.log 2>&1; echo "node rc=$?" >> $EX/node.log
-tail -4 $EX/node.log
-timeout 120 python3 -m torch.distributed.run --nproc-per-node 1 -m detect_caches --out $EX/fleet --quiet > $EX/torchrun.log 2>&1; echo "torchrun rc=$?" >> $EX/torchrun.log
-grep -A4 "Fleet report" $EX/torchrun.log; tail -1 $EX/torchrun.log
+N=$(nvidia-smi -L | wc -l)
+export TRITON_CACHE_DIR=$(mktemp -d)
+if [ "$N" -ge 2 ]; then
+  /usr/bin/time -f "node wall %e s" python3 -m detect_caches --gpu all --out $EX/node > $EX/node.log 2>&1; echo "node rc=$?" >> $EX/node.log
+  tail -3 $EX/node.log
+  bash .peers/run-gpu-benches.sh $EX/peers1 1 gpu-latency > $EX/peers1.log 2>&1 &
+  LAT=$!
+fi
+DETECT_CACHES_GPU_TESTS=1 timeout 300 python3 -m pytest -m gpu -q tests/test_gpu.py 2>&1 | tail -15 > $EX/gpu-tests.log; tail -2 $EX/gpu-tests.log
+bash .peers/run-gpu-benches.sh $EX/peers0 0 gpu-cache gpu-l2-cache > $EX/peers0.log 2>&1; tail -4 $EX/peers0.log
+timeout 120 python3 benchmarks/explore_launch.py --gpu 0 --levels HBM --no-device-timing --out $EX/explore-hbm.json > $EX/explore-hbm.log 2>&1
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['rows']; [print(x['level'], x['programs'], x['block_size'], x['num_warps'], round(x['bandwidth_gbs'])) for x in sorted(r, key=lambda x: -x['bandwidth_gbs'])[:6]]" $EX/explore-hbm.json
+unset TRITON_CACHE_DIR
+python3 benchmarks/bench_detect.py --gpu 0 --runs 3 --no-latency-runs 2 --peers $EX/peers0 --out $EX/bench > $EX/bench.log 2>&1
+TRITON_CACHE_DIR=$(mktemp -d) DETECT_CACHES_PRECOMPILE=0 /usr/bin/time -f "no-precompile wall %e s" \
+  python3 -m detect_caches --gpu 0 --quiet --out $EX/no-precompile > $EX/no-precompile.log 2>&1
+[ -n "${LAT:-}" ] && wait $LAT
+[ -d $EX/peers1 ] && cp $EX/peers1/gpu-latency.txt $EX/peers0/ 2>/dev/null
+python3 benchmarks/bench_detect.py --report-only $EX/bench --peers $EX/peers0 > /dev/null 2>&1
 $SMI >> $EX/nvidia-smi.csv 2>&1
+cat $EX/bench/bench.md | head -60; tail -1 $EX/no-precompile.log
 cd $OUT && tar czf h200.tgz h200 && rm -rf h200

@@ -1,7 +1,9 @@
 """The real device: torch for memory and events, Triton for the kernel, NVML/amdsmi for clocks."""
 from __future__ import annotations
 
+import os
 import socket
+import threading
 import time
 from typing import Sequence
 
@@ -90,7 +92,9 @@ class TritonGPU:
     """Times the Triton kernel on one GPU. One buffer, allocated once, serves every point."""
 
     def __init__(self, index: int = 0):
+        t0 = time.perf_counter()
         torch = _torch()
+        t1 = time.perf_counter()
         if not torch.cuda.is_available():
             raise DeviceError("no GPU is visible to torch; use --simulate h200 to try the tool, "
                               "or `detect-caches analyze` on recorded measurements")
@@ -101,7 +105,15 @@ class TritonGPU:
         self.torch = torch
         self.index = index
         torch.cuda.set_device(index)
+        torch.cuda.init()
+        torch.empty(1, device=f"cuda:{index}")     # the context now, so that it is timed here
+        t2 = time.perf_counter()
         self.facts = read_device_facts(index)
+        # where a cold start goes (the benchmark reports it): seconds
+        self.startup_seconds = {"import torch": round(t1 - t0, 3), "CUDA context": round(t2 - t1, 3),
+                                "device facts (NVML)": round(time.perf_counter() - t2, 3)}
+        self.precompile_seconds: float | None = None
+        self.precompile_error = ""
         self._clock = clocks.ClockReader(self.facts)
         self._x = None
         self._y = None
@@ -112,6 +124,61 @@ class TritonGPU:
         self._chain_order = None
         self._chain_pos = 0         # partial walks: where along the cycle the next one starts
         self.compile_seconds = 0.0   # first launches of each kernel variant (compile or cache load)
+
+    def precompile(self, configs: list[LaunchConfig], *, chase: bool) -> None:
+        """Compile every kernel variant the run will launch, in the background: Triton compiles a
+        variant on its first launch (0.1-0.2 s each on an H200 host when its cache is cold, and
+        a run launches about 20), and the compiler's work overlaps the measuring here, in a pool
+        of threads (Triton's AsyncCompileMode where it has one). A failure only means the first
+        launches compile as before. DETECT_CACHES_PRECOMPILE=0 turns it off."""
+        if os.environ.get("DETECT_CACHES_PRECOMPILE", "1") == "0":
+            return
+        threading.Thread(target=self._precompile, args=(list(configs), chase), daemon=True,
+                         name="detect-caches-precompile").start()
+
+    def _precompile(self, configs: list[LaunchConfig], chase: bool) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+        t = time.perf_counter()
+        try:
+            from measure.chase import chase_kernel
+            from measure.kernel import stream_load_kernel
+            torch = self.torch
+            torch.cuda.set_device(self.index)      # the current device is per thread
+            dev = f"cuda:{self.index}"
+            x = torch.empty(4096, dtype=torch.float32, device=dev)
+            y = torch.empty(4096, dtype=torch.float32, device=dev)
+            out = torch.zeros(3, dtype=torch.int64, device=dev)
+            cus = self.facts.compute_units
+            jobs, seen = [], set()
+            for cfg in configs:   # arguments of the same types and divisibility as the launches
+                load = flavour_code(cfg.load_flavour, self.facts.vendor)
+                key = (cfg.block_size, cfg.num_warps, cfg.num_stages, load, cfg.row_by_sm, cfg.interleave,
+                       cfg.rows(cus) % 16 == 0)
+                if key in seen:
+                    continue
+                seen.add(key)
+                jobs.append(lambda cfg=cfg, load=load: stream_load_kernel.warmup(
+                    x, y, 4096, 1, cfg.rows(cus), BLOCK_SIZE=cfg.block_size, LOAD=load, ROW_BY_SM=cfg.row_by_sm,
+                    INTERLEAVE=cfg.interleave, num_warps=cfg.num_warps, num_stages=cfg.num_stages, grid=(1,)))
+            if chase:   # the latency sweep comes before the peak probes
+                clock = DEVICE_CLOCKS[self.facts.vendor]["code"]
+                asm = 1 if self.facts.vendor == "nvidia" else 0
+                jobs[1:1] = [lambda l2=l2: chase_kernel.warmup(1 << 40, out, 16, 16, L2ONLY=l2, CLOCK=clock,
+                                                               ASM=asm, num_warps=1, grid=(1,)) for l2 in (False, True)]
+            try:
+                from triton.runtime._async_compile import AsyncCompileMode
+            except ImportError:
+                AsyncCompileMode = None
+            with ThreadPoolExecutor(max_workers=max(2, min(8, (os.cpu_count() or 2) // 2))) as pool:
+                if AsyncCompileMode is not None:
+                    with AsyncCompileMode(pool):
+                        for job in jobs:
+                            job()
+                else:
+                    list(pool.map(lambda job: job(), jobs))
+        except Exception as exc:      # the launches compile what is missing, as without this
+            self.precompile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        self.precompile_seconds = round(time.perf_counter() - t, 3)
 
     def max_working_set_bytes(self) -> int:
         free, _total = self.torch.cuda.mem_get_info(self.index)

@@ -39,25 +39,40 @@ def candidates(target: PeakTarget, facts: DeviceFacts, base: LaunchConfig) -> li
         return [LaunchConfig("private", cus * (n if by_sm else 1), b, w, 1, base.load_flavour, by_sm)
                 for n, b, w in shapes if by_sm or n == shapes[0][0]]
     if target.memory:
-        # HBM wants bytes in flight: up to 64 warps per SM, and 2-4 loads per thread per chunk
-        shapes = [(4, 1024, 8, False, 1), (4, 1024, 16, False, 1), (4, 2048, 16, False, 1),
-                  (4, 4096, 16, False, 1), (4, 8192, 16, False, 1), (8, 4096, 8, False, 1),
-                  (4, 4096, 16, True, 1)]
+        # HBM wants bytes in flight: up to 64 warps per SM, and 2-8 loads per thread per chunk
+        # (H200, 960 MiB: every shape of 2-8 programs x 8-32 warps x blocks 1024-8192 within
+        # 4.47-4.59 TB/s; the best were block 8192 with 8-32 warps)
+        shapes = [(4, 2048, 16, False, 1), (4, 8192, 16, False, 1), (4, 8192, 8, False, 1),
+                  (2, 8192, 32, False, 1), (8, 4096, 8, False, 1), (4, 4096, 16, True, 1)]
     else:
         shapes = [(4, 1024, 8, False, 1), (4, 1024, 8, False, 4), (8, 1024, 8, True, 8),
                   (4, 1024, 16, False, 4), (8, 1024, 8, False, 4), (16, 1024, 4, False, 16)]
     configs = [LaunchConfig("shared", cus * n, b, w, 1, base.load_flavour, False, inter, share)
                for n, b, w, inter, share in shapes]
-    if target.memory:   # past every cache, loads that may allocate in L1 cannot hit there either
-        configs.append(LaunchConfig("shared", cus * 4, 4096, 16, 1, "cached"))
     return configs
 
 
+def all_candidates(facts: DeviceFacts, bases: dict[str, LaunchConfig]) -> list[LaunchConfig]:
+    """Every launch the peak probes may try, whatever the levels turn out to be (to compile them
+    ahead, while the sweeps measure)."""
+    out = []
+    for sweep, base in bases.items():
+        kinds = (False,) if sweep == "private" else (False, True)
+        for memory in kinds:
+            out += candidates(PeakTarget("", sweep, 1.0, 2.0, memory), facts, base)
+    return out
+
+
+MEMORY_DEPTH = 8   # memory probes at 8x the start of its plateau: past every cache by far, and
+                   # short of the sizes where it slows down (gpu-l2-cache on an H200: 4.62 TB/s at
+                   # 0.1-0.7 GB, 4.45-4.49 at 2-2.5 GB; persistent programs 4.58 at 0.96 and 2 GiB)
+
+
 def probe_size(target: PeakTarget) -> float:
-    """Inside the plateau: its geometric middle for caches (clear of both edges), its far end
-    for memory (deepest past every cache)."""
+    """Inside the plateau: its geometric middle for caches (clear of both edges); for memory
+    MEMORY_DEPTH x where its plateau starts (its far end when shorter)."""
     if target.memory:
-        return target.plateau_hi_bytes
+        return min(target.plateau_hi_bytes, MEMORY_DEPTH * target.plateau_lo_bytes)
     return (target.plateau_lo_bytes * target.plateau_hi_bytes) ** 0.5
 
 

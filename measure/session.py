@@ -88,6 +88,14 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
         memory_cap = min(memory_cap, opts.max_working_set_bytes)
     plans, warnings = plan_sweeps(device.facts, opts, memory_cap)
     meter = PointMeter(device, policy or PointPolicy(timing=opts.timing))
+    precompile = getattr(device, "precompile", None)
+    if precompile is not None and opts.timing == "events":
+        from measure.peak import all_candidates
+        bases = {p.config.sweep: p.config for p in plans}
+        # the first sweep's launch compiles at once on its own; the rest while it measures
+        later = [p.config for p in plans if p.config.sweep != "shared"] if len(plans) > 1 else []
+        precompile(later + (all_candidates(device.facts, bases) if opts.peak_budget else []),
+                   chase=opts.latency_budget > 0)
     busy = [device.other_processes()]
     method: dict = {"sweeps": {}, "sm_clock_seen_mhz": []}
     known: tuple[float, ...] = ()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -195,9 +196,21 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
 
 
 def _measure_and_write(device, opts, out: Path | None, base: dict | None, progress, tolerances: dict) -> Result:
+    t0 = time.perf_counter()
+    # threads warm up imports, compile kernels and render the plot while the GPU measures: let
+    # the measuring thread take the interpreter back within 0.5 ms (not Python's 5 ms), so that
+    # a launch is never queued late behind them
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, 0.0005))
+    try:
+        return _measure_and_write_inner(device, opts, out, base, progress, tolerances, t0)
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict, t0: float) -> Result:
     from measure.records import MeasurementLog
     from measure.session import characterize as sweep, measure_latency, probe_latency_lines, probe_level_peaks
-    t0 = time.perf_counter()
     warm = _warm_up()
     log = MeasurementLog(out / "measurements.csv" if out else None)
     on_point = progress
@@ -238,6 +251,10 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
     session.method["timing"] = opts.timing
     session.method["analysis_seconds"] = round(analysis_s, 3)
     session.method["process_seconds_before_measuring"] = round(t0 - T0, 3)
+    if getattr(device, "startup_seconds", None):
+        session.method["startup_seconds"] = device.startup_seconds
+    if getattr(device, "precompile_seconds", None) is not None or getattr(device, "precompile_error", ""):
+        session.method["precompile"] = {"seconds": device.precompile_seconds, "error": device.precompile_error}
     return _finish(detection, device.facts, session.records, out, base, session.method, session.warnings,
                    time.perf_counter() - t0, plot, tolerances)
 

@@ -24,6 +24,8 @@ class Progress:
         self.count = 0
         self.bar = None
         self.stage, self.stage_count, self.stage_t0 = "", 0, time.perf_counter()
+        self.last_t = self.stage_t0    # the latest point: a stage lasts from the previous stage's
+                                       # last point to its own last (not the analysis between)
         if self.enabled and _isatty(self.stream):
             try:
                 from tqdm import tqdm
@@ -41,17 +43,21 @@ class Progress:
                 self.bar.update(1)
                 return
             stage = _stage(m)
+            now = time.perf_counter()
             if stage != self.stage:
                 self._line()
-                self.stage, self.stage_count, self.stage_t0 = stage, 0, time.perf_counter()
+                # from the previous point, unless work other than measuring came between
+                gap_start = self.last_t if now - self.last_t < 0.5 else now
+                self.stage, self.stage_count, self.stage_t0 = stage, 0, gap_start
             self.stage_count += 1
+            self.last_t = now
         except (OSError, ValueError):
             self.enabled = False          # stderr went away: measuring goes on
 
     def _line(self) -> None:
         if self.stage and self.stage_count:
             print(f"detect-caches: {self.stage}: {self.stage_count} measurements in "
-                  f"{time.perf_counter() - self.stage_t0:.1f} s", file=self.stream, flush=True)
+                  f"{self.last_t - self.stage_t0:.1f} s", file=self.stream, flush=True)
 
     def close(self) -> None:
         if not self.enabled:

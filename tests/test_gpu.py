@@ -184,3 +184,27 @@ def test_chase_ptx_has_no_index_arithmetic():
     assert int(out[2].item()) == buf.data_ptr()      # a one-element cycle returns to itself
     loop = re.findall(r"ld\.global\.u64 (%rd\d+), \[(%rd\d+)\];", k.asm["ptx"])
     assert loop and any(a == b for a, b in loop)     # the loaded value is the next address
+
+
+def test_precompile_builds_the_variants_the_launches_then_use(tmp_path, monkeypatch):
+    """Kernels compiled ahead in the background are the ones the launches look up: after
+    precompiling, a first launch of each variant takes no compile (well under what compiling
+    takes), and the precompile reports no error."""
+    import os
+    import time
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))      # nothing cached from earlier runs
+    from measure.gpu import TritonGPU
+    from measure.launch import LaunchConfig
+    dev = TritonGPU(0)
+    cus = dev.facts.compute_units
+    configs = [LaunchConfig("shared", cus * 4, b, w, 1, "l2only") for b, w in ((1024, 8), (4096, 16), (8192, 8))]
+    dev.precompile(configs, chase=True)
+    deadline = time.time() + 120
+    while dev.precompile_seconds is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert dev.precompile_error == "" and dev.precompile_seconds is not None
+    for cfg in configs:
+        before = dev.compile_seconds
+        dev.time_launches(cfg, 4096, [1, 2], 1)
+        assert dev.compile_seconds - before < 0.05, (cfg, dev.compile_seconds - before)
+    assert os.listdir(tmp_path)
