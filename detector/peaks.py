@@ -27,13 +27,16 @@ def attach_peaks(levels: list[Level], records: list[Measurement]) -> None:
                   and lv.plateau_lo_bytes <= r.working_set_bytes <= lv.plateau_hi_bytes]
         if not inside:
             continue
-        by_launch: dict[tuple, Measurement] = {}
-        for r in inside:   # a launch measured twice counts with its lower figure
+        by_launch: dict[tuple, list[Measurement]] = {}
+        for r in inside:
             key = (r.programs, r.rows, r.block_size, r.num_warps, r.load_flavour, r.stream_bytes)
-            if key not in by_launch or r.bandwidth_gbs < by_launch[key].bandwidth_gbs:
-                by_launch[key] = r
-        inside = list(by_launch.values())
-        best = max(inside, key=lambda r: r.bandwidth_gbs)
+            by_launch.setdefault(key, []).append(r)
+        # the launch measured again is the one the probes chose: its later reading is independent
+        # of that choice (the first was the largest of several noisy ones, biased upwards; the
+        # smaller of the two, used before, is biased downwards)
+        confirmed = [rs[-1] for rs in by_launch.values() if len(rs) > 1]
+        inside = [rs[-1] for rs in by_launch.values()]
+        best = confirmed[-1] if confirmed else max(inside, key=lambda r: r.bandwidth_gbs)
         if best.bandwidth_gbs <= lv.bandwidth_gbs:
             # no candidate beat the sweep's own launch: its plateau is the peak
             lv.peak_bandwidth_gbs = lv.bandwidth_gbs

@@ -115,7 +115,7 @@ def run_latency_sweep(meter: LatencyMeter, plan: LatencyPlan, log: MeasurementLo
     # the L1 knee to 0.5% (it must agree with the bandwidth cliff within 2 KiB); past 4 MiB every
     # point walks a long chain (an H200: 0.1-0.4 s at 30-60 MiB), so the sizes there are an octave
     # apart and their knees bisected where 80% and 20% of the hops hit (a split L2 shows both
-    # edges of its far half), three probes each, to 5%
+    # edges of its far half), three probes each, to 5% (two lost an H200's far half)
     # (a chase repeats within half a percent: a point is not measured twice)
     sweep_plan = SweepPlan(CHASE_CONFIG, plan.min_bytes, plan.max_bytes, plan.points_per_octave, plan.budget,
                            max_repeats=1, crossings=(0.95, 0.5, 0.2), resolution=0.005, large_bytes=4 << 20,

@@ -81,6 +81,19 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     return plans, warnings
 
 
+def _after_first(on_point, start):
+    """``on_point`` that also calls ``start()`` once, after the first measurement."""
+    started = []
+
+    def hook(m):
+        if not started:
+            started.append(True)
+            start()
+        if on_point is not None:
+            on_point(m)
+    return hook
+
+
 def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions,
                  policy: PointPolicy | None = None, on_point=None) -> SessionReport:
     memory_cap = device.max_working_set_bytes()
@@ -92,10 +105,11 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     if precompile is not None and opts.timing == "events":
         from measure.peak import all_candidates
         bases = {p.config.sweep: p.config for p in plans}
-        # the first sweep's launch compiles at once on its own; the rest while it measures
+        # the first sweep's launch compiles on its own; the rest in the background once the first
+        # point is in (its first launch, which sets up Triton, runs alone: it is on the path)
         later = [p.config for p in plans if p.config.sweep != "shared"] if len(plans) > 1 else []
-        precompile(later + (all_candidates(device.facts, bases) if opts.peak_budget else []),
-                   chase=opts.latency_budget > 0)
+        on_point = _after_first(on_point, lambda: precompile(
+            later + (all_candidates(device.facts, bases) if opts.peak_budget else []), chase=opts.latency_budget > 0))
     busy = [device.other_processes()]
     method: dict = {"sweeps": {}, "sm_clock_seen_mhz": []}
     known: tuple[float, ...] = ()

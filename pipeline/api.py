@@ -211,15 +211,23 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
 def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict, t0: float) -> Result:
     from measure.records import MeasurementLog
     from measure.session import characterize as sweep, measure_latency, probe_latency_lines, probe_level_peaks
-    warm = _warm_up()
+    warm: list[Future] = []
     log = MeasurementLog(out / "measurements.csv" if out else None)
-    on_point = progress
+
+    def on_point(m):
+        # imports and fonts warm up once the first point is in: the first launch (Triton's set-up)
+        # runs alone, on the path to everything else
+        if not warm:
+            warm.append(_warm_up())
+        if progress is not None:
+            progress(m)
     try:
         session = sweep(device, log, opts, on_point=on_point)
         if opts.latency_budget:
             measure_latency(session, device, log, opts, on_point)
         try:
-            warm.result(timeout=60)
+            if warm:
+                warm[0].result(timeout=60)
         except Exception:
             pass
         from detector.analyze import detect_levels

@@ -187,9 +187,9 @@ def test_chase_ptx_has_no_index_arithmetic():
 
 
 def test_precompile_builds_the_variants_the_launches_then_use(tmp_path, monkeypatch):
-    """Kernels compiled ahead in the background are the ones the launches look up: after
-    precompiling, a first launch of each variant takes no compile (well under what compiling
-    takes), and the precompile reports no error."""
+    """Kernels compiled ahead in the background are the ones the launches look up: the first
+    launch of a precompiled variant costs a small part of a variant's first launch that was not
+    precompiled (its compile), and the precompile reports no error."""
     import os
     import time
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))      # nothing cached from earlier runs
@@ -197,14 +197,20 @@ def test_precompile_builds_the_variants_the_launches_then_use(tmp_path, monkeypa
     from measure.launch import LaunchConfig
     dev = TritonGPU(0)
     cus = dev.facts.compute_units
-    configs = [LaunchConfig("shared", cus * 4, b, w, 1, "l2only") for b, w in ((1024, 8), (4096, 16), (8192, 8))]
-    dev.precompile(configs, chase=True)
+    first = LaunchConfig("shared", cus * 4, 1024, 8, 1, "l2only")
+    dev.time_launches(first, 4096, [1, 2], 1)                      # Triton's own set-up, once
+    ahead = [LaunchConfig("shared", cus * 4, b, w, 1, "l2only") for b, w in ((4096, 16), (8192, 8))]
+    cold = LaunchConfig("shared", cus * 2, 2048, 4, 1, "l2only")
+    dev.precompile(ahead, chase=True)
     deadline = time.time() + 120
     while dev.precompile_seconds is None and time.time() < deadline:
         time.sleep(0.05)
     assert dev.precompile_error == "" and dev.precompile_seconds is not None
-    for cfg in configs:
+
+    def first_launch(cfg):
         before = dev.compile_seconds
         dev.time_launches(cfg, 4096, [1, 2], 1)
-        assert dev.compile_seconds - before < 0.05, (cfg, dev.compile_seconds - before)
+        return dev.compile_seconds - before
+    compiled = first_launch(cold)
+    assert all(first_launch(cfg) < 0.3 * compiled for cfg in ahead), compiled
     assert os.listdir(tmp_path)
