@@ -113,14 +113,15 @@ def run_latency_sweep(meter: LatencyMeter, plan: LatencyPlan, log: MeasurementLo
                       on_point: Callable[[Measurement], None] | None = None) -> list[Measurement]:
     """The dense chase over growing chains, refined where half the hops change level."""
     # the L1 knee to 0.5% (it must agree with the bandwidth cliff within 2 KiB); past 4 MiB every
-    # point walks a long chain (an H200: 0.1-0.4 s at 30-60 MiB), so the sizes there are an octave
-    # apart and their knees bisected where 80% and 20% of the hops hit (a split L2 shows both
-    # edges of its far half), three probes each, to 5% (two lost an H200's far half)
+    # point walks a long chain (an H200: 0.1-0.5 s at 30-90 MiB), so the sizes there are an octave
+    # apart and their knees bisected where 80%, 50% and 20% of the hops hit, two probes each, to
+    # 5%: on an H200 the far half of the L2 (230-240 ns from 37 to 51 MiB, half an octave) sits
+    # at the 50% crossing of the near-to-memory fall, and 80%/20% alone never measured inside it
     # (a chase repeats within half a percent: a point is not measured twice)
     sweep_plan = SweepPlan(CHASE_CONFIG, plan.min_bytes, plan.max_bytes, plan.points_per_octave, plan.budget,
                            max_repeats=1, crossings=(0.95, 0.5, 0.2), resolution=0.005, large_bytes=4 << 20,
-                           large_crossings=(0.8, 0.2), large_resolution=0.05, large_points_per_octave=1,
-                           large_max_probes=3)
+                           large_crossings=(0.8, 0.5, 0.2), large_resolution=0.05, large_points_per_octave=1,
+                           large_max_probes=2)
     return AdaptiveSweep(meter, sweep_plan, log, on_point).run()
 
 

@@ -166,3 +166,49 @@ def test_no_latency_option(tmp_path):
     result = json.loads((tmp_path / "r" / "result.json").read_text())
     assert all(lv["latency_ns"] is None for lv in result["levels"])
     assert "latency" not in (tmp_path / "r" / "measurements.csv").read_text().split("\n", 2)[1]
+
+
+def _real_h200_curve():
+    """gpu-latency on an H200 (this project's GPU machine, 2026-11-30): (bytes, ns per hop)."""
+    rows = []
+    for line in (Path(__file__).parent / "data" / "h200_gpu_latency.txt").read_text().splitlines():
+        t = line.split()
+        if len(t) == 5 and t[0].isdigit():
+            rows.append((float(t[2]) * 1024, float(t[3]) * 1e6 / float(t[0])))
+    return np.log([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_far_l2_half_found_on_a_real_h200_latency_curve(monkeypatch, seed):
+    """The dense chase answered with a real H200's latency curve (near L2 143 ns to ~27 MiB, a far
+    half at 230-240 ns from 37 to 51 MiB, memory 334 ns from ~85 MiB): the sweep measures inside
+    the far half (half an octave wide) and the L2 reports it with its size. The sweep once
+    bisected only the 80% and 20% crossings of that fall and never sampled the far half."""
+    import dataclasses
+    import math
+    from detector.analyze import detect_levels
+    from measure.records import MeasurementLog
+    from measure.session import SessionOptions, characterize, measure_latency
+    from measure.simulated import SimulatedGPU, load_profile
+    lx, ly = _real_h200_curve()
+    model = SimulatedGPU.chase_ns
+
+    def chase_ns(self, spec):
+        if spec.sequential or spec.l2only or spec.partial or spec.slot_bytes != 64:
+            return model(self, spec)
+        return float(np.interp(math.log(spec.elements * spec.slot_bytes), lx, ly))
+    monkeypatch.setattr(SimulatedGPU, "chase_ns", chase_ns)
+    prof = dataclasses.replace(load_profile("h200"), seed=seed)
+    dev = SimulatedGPU(prof)
+    log = MeasurementLog(None)
+    opts = SessionOptions()
+    session = characterize(dev, log, opts)
+    measure_latency(session, dev, log, opts, None)
+    l2 = next(lv for lv in detect_levels(log.records, prof.facts).levels if lv.name == "L2")
+    assert abs(l2.latency_ns / 143.1 - 1) <= 0.05
+    near, far = l2.latency_steps
+    assert abs(far["latency_ns"] / 235 - 1) <= 0.05
+    assert 51 * MIB <= far["up_to_bytes"] <= 72 * MIB      # the far half ends between 51 and 72 MiB
+    assert near["up_to_bytes"] < 37 * MIB
+    chase = [r for r in log.records if r.sweep == "chase" and r.phase in ("coarse", "refine")]
+    assert sum(36 * MIB <= r.working_set_bytes <= 52 * MIB for r in chase) >= 2   # inside the far half
