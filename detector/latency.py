@@ -96,11 +96,13 @@ def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measure
         knee = an.steps[own].estimate
         lv.latency_capacity_bytes = int(round(knee.capacity_bytes))
         lv.latency_fall_shape = knee.shape
-        parts = [(an.plateaus[i], an.steps[i].estimate.capacity_bytes) for i in near + [own]]
+        parts = [(_ns(an.plateaus[i].bandwidth_gbs), an.steps[i].estimate.capacity_bytes) for i in near + [own]]
+        shelf = _shelf(an, own, 1.1 * lv.capacity_bytes)
+        if shelf is not None:
+            parts.append(shelf)
         if len(parts) > 1:
-            lv.latency_steps = [{"latency_ns": round(_ns(p.bandwidth_gbs), 2), "up_to_bytes": int(round(up))}
-                                for p, up in parts]
-            said = ", then ".join(f"{_ns(p.bandwidth_gbs):.0f} ns up to {fmt_bytes(up)}" for p, up in parts)
+            lv.latency_steps = [{"latency_ns": round(ns, 2), "up_to_bytes": int(round(up))} for ns, up in parts]
+            said = ", then ".join(f"{ns:.0f} ns up to {fmt_bytes(up)}" for ns, up in parts)
             halves = lv.name == "L2" and len(parts) == 2
             lv.notes.append(f"the latency sweep (one SM) sees it in {len(parts)} steps: {said}"
                             + (" (the near and far halves of a split L2)" if halves else ""))
@@ -108,6 +110,36 @@ def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measure
             lv.notes.append(f"past its latency knee the chase sees {_ns(p.bandwidth_gbs):.0f} ns from "
                             f"{fmt_bytes(p.size_lo_bytes)} to {fmt_bytes(p.size_hi_bytes)}, inside the fall")
         _judge_agreement(lv, knee.capacity_bytes)
+
+
+SHELF_SPREAD = 0.07    # points within 7% of their median latency ...
+SHELF_OCTAVES = 0.2    # ... over at least 0.2 octave (refined points crowd a cliff: not a shelf)
+
+
+def _shelf(an: SweepAnalysis, own: int, limit_bytes: float) -> tuple[float, float] | None:
+    """(latency ns, largest size) of a shelf in the fall after plateau ``own``: consecutive
+    points at one latency, clearly between the plateaus on either side, too few to be a plateau
+    of their own, inside the level (up to ``limit_bytes``: past the level's capacity a shelf is
+    its partial hits, as the H200's L1 shows at 240-400 KiB). An H200's far L2 half (230-260 ns
+    over 37-51 MiB, half an octave, where the chase has an octave between coarse sizes) shows as
+    two or three such points."""
+    if own + 1 >= len(an.plateaus):
+        return None
+    hi_p, lo_p = an.plateaus[own], an.plateaus[own + 1]
+    x, lat = an.curve.size_bytes, DENSE_SLOT_BYTES / 10 ** an.curve.y
+    inside = [(a, b) for a, b in zip(x, lat) if hi_p.size_hi_bytes < a < lo_p.size_lo_bytes and a <= limit_bytes]
+    top, bottom = _ns(hi_p.bandwidth_gbs), _ns(lo_p.bandwidth_gbs)
+    best = None
+    for i in range(len(inside)):
+        for j in range(i + 1, len(inside)):
+            run = [b for _, b in inside[i:j + 1]]
+            med = float(np.median(run))
+            if max(abs(b / med - 1) for b in run) > SHELF_SPREAD:
+                break
+            if (math.log2(inside[j][0] / inside[i][0]) >= SHELF_OCTAVES and 1.25 * top <= med <= 0.9 * bottom
+                    and (best is None or j - i > best[2])):
+                best = (med, inside[j][0], j - i)
+    return (best[0], best[1]) if best else None
 
 
 def _octaves(p) -> float:
@@ -156,6 +188,9 @@ def attach_lines(levels: list[Level], records: list[Measurement]) -> None:
             lo, hi = sector[strides[0]], sector[strides[-1]]
             if hi > 1.2 * lo:   # small strides clearly cheaper: some hops hit what a miss brought in
                 lv.sector_bytes = next(s for s in strides if sector[s] >= hi - 0.1 * (hi - lo))
+                lv.notes.append(f"sector {lv.sector_bytes} B: what one miss in this level brings from the level "
+                                f"below (sequential strides; the sector the level hands to the one above is the "
+                                f"upper level's sector)")
         lines = [r for r in usable if r.phase == "line" and r.target == lv.name]
         if lines:
             _line_size(lv, lines, records)

@@ -17,7 +17,7 @@ from reports.result_json import read_result
 from sim_runs import run_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_H200 = ROOT / "examples" / "h200" / "result.json"     # a real H200 run, written as schema 1
+OLD_H200 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
 
 
 def cli(*args, cwd=None):

@@ -19,8 +19,8 @@ import detect_caches
 from detect_caches import main
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_V1 = ROOT / "examples" / "h200" / "result.json"
-H200_CSV = ROOT / "examples" / "h200" / "measurements.csv"
+H200_V1 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"
+H200_CSV = ROOT / "examples" / "h200" / "2026-11-29-v1" / "measurements.csv"
 
 
 def cli(*args, env=None, timeout=120, cwd=None, **kw):

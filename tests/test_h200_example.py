@@ -1,0 +1,31 @@
+"""The analysis of a real H200 run (examples/h200: the 2026-11-30 check, card GPU-81f202f8, its
+measurements.csv and device facts) states the figures that run showed; gpu-benches on H200s of
+the same machine put the L1 at 17.2-17.3 ns, the near L2 at 143 ns to ~27 MiB, a far half at
+230-240 ns from 37 to ~51 MiB and memory at 334-349 ns."""
+from pathlib import Path
+
+import pytest
+
+from detector.analyze import detect_levels
+from measure.device import load_device_json
+from measure.reader import read_measurements
+
+RUN = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30" / "verify" / "bench"
+KIB, MIB = 1024, 1024 * 1024
+
+
+@pytest.mark.parametrize("run", ["run1", "run2", "run3"])
+def test_h200_levels_latencies_and_l2_halves(run):
+    det = detect_levels(read_measurements(RUN / run / "measurements.csv"), load_device_json(RUN / run / "result.json"))
+    by = {lv.name: lv for lv in det.levels}
+    assert list(by) == ["L1", "L2", "HBM"]
+    assert 216 * KIB <= by["L1"].capacity_bytes <= 222 * KIB
+    assert 57 * MIB <= by["L2"].capacity_bytes <= 61 * MIB and by["L2"].fall_shape == "hashed-set fall"
+    assert abs(by["L1"].latency_ns / 17.25 - 1) < 0.02
+    assert 130 <= by["L2"].latency_ns <= 145 and 320 <= by["HBM"].latency_ns <= 345
+    near, far = by["L2"].latency_steps
+    assert 135 <= near["latency_ns"] <= 145 and 25 * MIB <= near["up_to_bytes"] <= 30 * MIB
+    assert 230 <= far["latency_ns"] <= 260 and 40 * MIB <= far["up_to_bytes"] <= 52 * MIB
+    assert not by["L1"].latency_steps                  # its partial hits past 221 KiB are not a part of it
+    assert (by["L1"].line_bytes, by["L1"].sector_bytes) == (128, 32)
+    assert by["L2"].line_bytes == 128
