@@ -64,13 +64,13 @@ def split(r: dict) -> dict:
     lat = m.get("latency") or {}
     parts = {**{f"start-up: {k}": v for k, v in (m.get("startup_seconds") or {}).items()},
              "start-up, all (process start to first measurement)": m.get("process_seconds_before_measuring"),
-             "compiling on first launches": m.get("compile_seconds"),
+             "of the stages below, compiling or loading kernels on first launches": m.get("compile_seconds"),
              **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
              "latency sweep": lat.get("seconds"), "latency probes": lat.get("probe_seconds"),
              "peak probes": (m.get("peak_probes") or {}).get("seconds"),
              "analysis": m.get("analysis_seconds")}
     parts = {k: v for k, v in parts.items() if v is not None}
-    measured = sum(v for k, v in parts.items() if not k.startswith("start-up: "))
+    measured = sum(v for k, v in parts.items() if not k.startswith(("start-up: ", "of the stages")))
     parts["the rest (writing, waiting on the plot, exit)"] = round(r["_wall_s"] - measured, 3)
     return parts
 

@@ -109,7 +109,8 @@ def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measure
         for p in an.steps[own].partials:
             lv.notes.append(f"past its latency knee the chase sees {_ns(p.bandwidth_gbs):.0f} ns from "
                             f"{fmt_bytes(p.size_lo_bytes)} to {fmt_bytes(p.size_hi_bytes)}, inside the fall")
-        _judge_agreement(lv, knee.capacity_bytes)
+        # with a shelf (a far part too short to be a plateau) the level's latency ends past it
+        _judge_agreement(lv, shelf[1] if shelf is not None else knee.capacity_bytes)
 
 
 SHELF_SPREAD = 0.07    # points within 7% of their median latency ...
