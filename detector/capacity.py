@@ -72,10 +72,6 @@ def _logistic(lnw: np.ndarray, lnc: float, s: float, b_hi, b_lo) -> tuple[np.nda
     return f, np.column_stack([g, g * z])
 
 
-def _logistic_log_bw(lnw: np.ndarray, lnc: float, s: float, b_hi: float, b_lo: float) -> np.ndarray:
-    return _logistic(lnw, lnc, s, b_hi, b_lo)[0]
-
-
 def fit_hashed(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float,
                *, with_rms: bool = False, starts: tuple[float, ...] = (0.03, 0.1, 0.3)):
     """Centre of a logistic hit-rate fall (in ln W) fitted to the points: the hashed-set capacity
@@ -107,10 +103,6 @@ def _kink(lnw: np.ndarray, lnc: float, q: float, b_hi, b_lo) -> tuple[np.ndarray
     h = np.exp(-q * u)
     f, dfdh = _mix(h, b_hi, b_lo)
     return f, np.column_stack([dfdh * h * q * (u > 0), -dfdh * h * u])
-
-
-def _kink_log_bw(lnw: np.ndarray, lnc: float, q: float, b_hi: float, b_lo: float) -> np.ndarray:
-    return _kink(lnw, lnc, q, b_hi, b_lo)[0]
 
 
 def fit_kink(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float, guess: float) -> float:
