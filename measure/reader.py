@@ -71,8 +71,9 @@ def _header(reader, path: Path) -> list[str]:
 
 
 def _row(row: dict, where: str) -> Measurement | None:
-    """One measurement, or None for a latency row whose chase gave no time (an empty latency_ns:
-    the writer records the attempt; the analysis has nothing to use)."""
+    """One measurement, or None for a row whose timing gave no figure (an empty latency_ns or
+    bandwidth_gbs: a chase that gave no time, a regression with no positive slope; the writer
+    records the attempt, the analysis has nothing to use)."""
     sweep = (row.get("sweep") or "").strip()
     if sweep not in SWEEPS:
         raise InputError(f"{where}: sweep must be one of {', '.join(SWEEPS)}, got {sweep!r}")
@@ -97,6 +98,8 @@ def _row(row: dict, where: str) -> Measurement | None:
         kwargs.update(latency_ns=ns, stride_bytes=slot, sweep="chase" if sweep != "chase" else sweep)
         kwargs["bandwidth_gbs"] = slot / ns     # the rate the analyzer segments
     else:
+        if not (row.get("bandwidth_gbs") or "").strip():
+            return None
         kwargs["bandwidth_gbs"] = _number(row.get("bandwidth_gbs"), "bandwidth_gbs", where)
     return Measurement(**kwargs)
 
@@ -143,8 +146,8 @@ def read_measurements(path: str | Path, warnings: list[str] | None = None) -> li
         else:
             records.append(record)
     if untimed and warnings is not None:
-        warnings.append(f"{untimed} latency row(s) of {path.name} hold no latency_ns (chases that gave no "
-                        f"time) and were left out")
+        warnings.append(f"{untimed} row(s) of {path.name} hold no figure (an empty bandwidth_gbs or "
+                        f"latency_ns: timings that gave none) and were left out")
     if not records:
         raise InputError(f"{path} has a header but no measurements")
     return records

@@ -56,3 +56,24 @@ def test_analyzer_never_crashes(points, sweep):
         assert all(np.isfinite(lv.bandwidth_gbs) for lv in det.levels)
     except InputError:
         pass
+
+
+def test_row_without_a_figure_is_left_out(tmp_path):
+    """A point whose regression gave no positive slope is written with an empty bandwidth_gbs
+    (a real H200 run did this: examples/h200/2026-11-30/session/node/gpu1); the tool's own CSV
+    must read back, the row left out with a warning, not refused."""
+    p = tmp_path / "m.csv"
+    p.write_text("sweep,working_set_bytes,bandwidth_gbs,flags\nshared,1048576,8000.5,\n"
+                 "shared,2097152,,poor_r2;remeasured\nshared,4194304,7900,\n")
+    warnings = []
+    recs = read_measurements(p, warnings)
+    assert [r.working_set_bytes for r in recs] == [1048576, 4194304]
+    assert len(warnings) == 1 and "1 row(s)" in warnings[0] and "left out" in warnings[0]
+
+
+def test_real_node_csv_with_an_untimed_row_reads():
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "examples/h200/2026-11-30/session/node/gpu1/measurements.csv"
+    warnings = []
+    recs = read_measurements(path, warnings)
+    assert len(recs) > 100 and any("left out" in w for w in warnings)
