@@ -28,7 +28,9 @@ import numpy as np
 CLIFF_SPAN = 1.02     # neighbouring sizes at most 2% apart (the bisection resolves 1 KiB) ...
 CLIFF_GRANULE_BYTES = 1024   # ... or one KiB apart, the private sweep's resolution
 AFTER_CLIFF = 1.1     # a cliff is confirmed by a point within 10% of size past it
-CLIFF_DROP = 0.15     # ... across which at least 15% of the log gap between plateaus falls
+CLIFF_DROP = 0.15     # ... across which at least 15% of the log gap between plateaus falls, or
+CLIFF_MIN_DROP = math.log10(1.10)   # 10% of the bandwidth where that gap is wide: an H200's L1
+                      # falls 18% in 0.5 KiB onto partial hits, 8% of its gap to the L2's speed
 NARROW_SPAN = 0.2     # ln(W20 / W95) below this: a narrow fall
 HASHED_SPAN = 0.55    # ... up to this, and symmetric: a hashed-set fall
 SYMMETRIC = (0.5, 1.8)  # rho = ln(W10/W50) / ln(W50/W90): 1 for a symmetric fall, 2.2 for random
@@ -133,7 +135,7 @@ def _cliff(sizes: np.ndarray, y: np.ndarray, k: int, hi_log: float, lo_log: floa
     if k + 2 >= len(sizes) or not _close(sizes[k], sizes[k + 1]) or sizes[k + 2] > AFTER_CLIFF * sizes[k + 1]:
         return None
     lo = float(lo_log[k]) if np.ndim(lo_log) else lo_log
-    drop = max(CLIFF_DROP * (hi_log - lo), 4 * noise_log)
+    drop = max(min(CLIFF_DROP * (hi_log - lo), CLIFF_MIN_DROP), 4 * noise_log)
     stays_down = all(y[k] - v >= drop / 2 for v in y[k + 2:k + 4])
     return float(sizes[k + 1]) if y[k] - y[k + 1] >= drop and stays_down else None
 

@@ -65,7 +65,7 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         hi = max(1 << 20, 2 * _largest_cache(facts) // cus)
         hi = min(hi, memory_cap // cus)
         plans.append(SweepPlan(cfg, 8 * COARSE_BYTES, hi // COARSE_BYTES * COARSE_BYTES,
-                               opts.points_per_octave, share))
+                               opts.points_per_octave, share, scan_window=0.025))
     if "shared" in opts.sweeps:
         programs = cus * opts.grid_multiplier
         cfg = LaunchConfig("shared", programs, opts.shared_block_size, opts.shared_num_warps, 1, "l2only")
