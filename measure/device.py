@@ -6,13 +6,12 @@ A live run fills `DeviceFacts` from torch and NVML (measure.gpu) or from a profi
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from measure.errors import InputError
-from measure.safe_read import read_text_bounded
+from measure.safe_read import read_json_bounded
 
 VENDORS = ("nvidia", "amd")
 
@@ -148,16 +147,7 @@ def is_rdna(facts: DeviceFacts) -> bool:
 
 def load_device_json(path: str | Path) -> DeviceFacts:
     path = Path(path)
-    text = read_text_bounded(path, what="device JSON")
-
-    def refuse(name):
-        raise InputError(f"{path} holds {name}, which is not a number JSON allows")
-    try:
-        data = json.loads(text, parse_constant=refuse)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise InputError(f"{path} is nested too deeply") from None
+    data = read_json_bounded(path, what="device JSON")
     if isinstance(data, dict) and isinstance(data.get("device"), dict):
         data = data["device"]  # a result.json works too
     return DeviceFacts.from_dict(data, source=str(path))

@@ -16,7 +16,7 @@ from pathlib import Path
 from measure.chains import DENSE_SLOT_BYTES
 from measure.errors import InputError
 from measure.records import METRICS, PHASES, SWEEPS, Measurement
-from measure.safe_read import MAX_BYTES, read_bytes_bounded
+from measure.safe_read import MAX_BYTES, read_text_bounded
 
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Measurement)}
 REQUIRED = ("sweep", "working_set_bytes")
@@ -108,13 +108,7 @@ def read_measurements(path: str | Path, warnings: list[str] | None = None) -> li
     """Parse ``path`` into measurements, or raise InputError with the first problem found; a
     note about anything left out goes to ``warnings``."""
     path = Path(path)
-    raw = read_bytes_bounded(path, what="measurements CSV", max_bytes=MAX_BYTES)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not a text CSV file") from None
-    if "\0" in text:
-        raise InputError(f"{path} is not a text CSV file")
+    text = read_text_bounded(path, what="measurements CSV", max_bytes=MAX_BYTES)
     lines = text.splitlines()
     if not any(line.strip() for line in lines):
         raise InputError(f"{path} is empty; it needs a header and rows with sweep, working_set_bytes, "

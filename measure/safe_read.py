@@ -1,8 +1,9 @@
 """Reading a user's file without hanging or running out of memory: only regular files, opened
 without blocking (a FIFO would wait for a writer forever), read up to a byte cap that holds for
-devices and pipes too (their st_size is 0), decoded as UTF-8."""
+devices and pipes too (their st_size is 0), decoded as UTF-8; JSON parsed strictly (no NaN or Infinity, no recursion blow-up)."""
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -57,3 +58,22 @@ def read_text_bounded(path: str | Path, *, what: str = "file", max_bytes: int = 
     if "\0" in text:
         raise InputError(f"{path} is not a text {what}")
     return text
+
+
+def read_json_bounded(path: str | Path, *, what: str = "JSON file", label: str = "") -> object:
+    """``path`` parsed as JSON, or InputError: one sentence naming the file (``label`` before
+    it, e.g. "profile"). NaN and Infinity are refused: JSON does not have them, and a figure
+    read as NaN would pass every range check."""
+    text = read_text_bounded(path, what=what)
+    name = f"{label} {path}" if label else str(path)
+    if not text.strip():
+        raise InputError(f"{name} is empty")
+
+    def refuse(constant: str):
+        raise InputError(f"{name} holds {constant}, which is not a number JSON allows")
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise InputError(f"{name} is nested too deeply to be a {what}") from None

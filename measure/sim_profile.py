@@ -10,7 +10,7 @@ from pathlib import Path
 
 from measure.device import DeviceFacts
 from measure.errors import InputError
-from measure.safe_read import read_text_bounded
+from measure.safe_read import read_json_bounded
 from measure.sim_model import TRANSITIONS, SimLevel
 from measure.validate import number, text
 
@@ -138,15 +138,5 @@ def load_profile(name_or_path: str) -> SimProfile:
     if not path.exists():
         raise InputError(f"no built-in profile {name_or_path!r} and no such file; built-in "
                          f"profiles: {', '.join(BUILTIN_PROFILES)}")
-    raw = read_text_bounded(path, what="profile")
-    try:
-        data = json.loads(raw, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"profile {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise InputError(f"profile {path} is nested too deeply") from None
+    data = read_json_bounded(path, what="profile", label="profile")
     return parse_profile(data, source=str(path))
-
-
-def _reject_constant(name: str):
-    raise InputError(f"a JSON file holds {name}, which is not a number")

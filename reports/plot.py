@@ -60,12 +60,7 @@ def _latency_panel(ax, an) -> None:
                 f"{DENSE_SLOT_BYTES / p.bandwidth_gbs:.0f} ns", ha="center", fontsize=8, color=col)
     for st in an.steps:
         ax.axvline(st.estimate.capacity_bytes, color="#333333", ls="--", lw=1.0)
-    lo, hi = float(c.size_bytes.min()), float(c.size_bytes.max())
-    ax.set_xlim(lo / 1.15, hi * 1.15)
-    ticks = binary_ticks(lo / 1.15, hi * 1.15)
-    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([tick_label(t) for t in ticks]))
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    _size_axis(ax, c.size_bytes)
     ax.set_ylim(ns.min() * 0.7, ns.max() * 1.6)
     ax.set_xlabel("chain (working set)")
     ax.set_ylabel("latency (ns)")
@@ -73,6 +68,16 @@ def _latency_panel(ax, an) -> None:
     ax.grid(True, which="both", color="#dddddd", lw=0.5)
     ax.plot([], [], ls="--", color="#333333", label="latency knee")
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+
+
+def _size_axis(ax, size_bytes) -> None:
+    """The working-set axis over the sizes measured, ticked at binary sizes (16 KiB, 4 MiB)."""
+    lo, hi = float(np.min(size_bytes)) / 1.15, float(np.max(size_bytes)) * 1.15
+    ax.set_xlim(lo, hi)
+    ticks = binary_ticks(lo, hi)
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([tick_label(t) for t in ticks]))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 def build_figure(detection: Detection, title: str):
@@ -100,12 +105,7 @@ def build_figure(detection: Detection, title: str):
             ax.hlines(p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors="#777777", lw=1.5, ls=":")
         ymin = c.bandwidth_gbs.min() * 0.8
         _mark_capacities(ax, an, ymin)
-        lo, hi = float(c.size_bytes.min()), float(c.size_bytes.max())
-        ax.set_xlim(lo / 1.15, hi * 1.15)
-        ticks = binary_ticks(lo / 1.15, hi * 1.15)
-        ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([tick_label(t) for t in ticks]))
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        _size_axis(ax, c.size_bytes)
         ax.set_xlabel("working set")
         ax.set_ylabel("bandwidth (GB/s)")
         ax.set_title(SWEEP_TITLES[sweep], fontsize=10, color="#222222")

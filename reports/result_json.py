@@ -17,7 +17,7 @@ from pathlib import Path
 from detector.levels import Detection
 from measure.device import DeviceFacts
 from measure.errors import InputError
-from measure.safe_read import read_text_bounded
+from measure.safe_read import read_json_bounded
 from reports.atomic import write_text_atomic
 
 SCHEMA_VERSION = 2
@@ -173,19 +173,5 @@ def read_result(path: str | Path) -> dict:
     path = Path(path)
     if path.is_dir():
         path = path / "result.json"
-    text = read_text_bounded(path, what="result.json")
-    if not text.strip():
-        raise InputError(f"{path} is empty")
-    try:
-        data = json.loads(text, parse_constant=_no_constant(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise InputError(f"{path} is nested too deeply to be a result") from None
+    data = read_json_bounded(path, what="result.json")
     return validate_result(data, str(path))
-
-
-def _no_constant(path: Path):
-    def refuse(name: str):
-        raise InputError(f"{path} holds {name}, which is not a number JSON allows")
-    return refuse
