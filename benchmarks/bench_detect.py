@@ -49,12 +49,16 @@ def floor_seconds(gpu: int, env: dict) -> list[float]:
 def one_run(args, out: Path, env: dict, extra: list[str]) -> dict:
     what = ["--simulate", args.simulate] if args.simulate else ["--gpu", str(args.gpu)]
     cmd = [sys.executable, "-m", "detect_caches", "--quiet", "--out", str(out), *what, *extra]
+    started = time.time()
     wall, proc = fresh(cmd, env)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{out.name} failed: {proc.stderr.strip()}")
     result = json.loads((out / "result.json").read_text())
     result["_wall_s"] = wall
     result["_dir"] = str(out)
+    # the last file written (its modification time) against the process's start and end
+    written = max(f.stat().st_mtime for f in out.iterdir() if f.is_file())
+    result["_written_s"] = min(max(written - started, 0.0), wall)
     return result
 
 
@@ -71,7 +75,11 @@ def split(r: dict) -> dict:
              "analysis": m.get("analysis_seconds")}
     parts = {k: v for k, v in parts.items() if v is not None}
     measured = sum(v for k, v in parts.items() if not k.startswith(("start-up: ", "of the stages")))
-    parts["the rest (writing, waiting on the plot, exit)"] = round(r["_wall_s"] - measured, 3)
+    if "_written_s" in r:
+        parts["writing the files, waiting on the plot"] = round(r["_written_s"] - measured, 3)
+        parts["process exit (after the last file)"] = round(r["_wall_s"] - r["_written_s"], 3)
+    else:
+        parts["the rest (writing, waiting on the plot, exit)"] = round(r["_wall_s"] - measured, 3)
     return parts
 
 
