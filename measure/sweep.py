@@ -8,11 +8,8 @@ row end that bisection (the noise floor). Nothing assumes the curve is monotonic
 is always "last point on the high side before the first point on the low side", re-derived
 from every point measured so far.
 
-A bisection stops at the first crossing it meets, so a dip the curve recovers from (set
-aliasing just under a cliff: an H200 reads -10% at 219.75 KiB, -2% at 221 and falls at 221.5)
-hides where the level really ends. Where points are cheap (the private sweep's first fall) the
-window past the start of the fall is therefore scanned on a fixed grid, as MT4G scans its
-window in 256-byte steps, and its steepest step is resolved to one granule.
+A bisection stops at the first crossing it meets; where a dip the curve recovers from can hide
+the end of a level, the private sweep's first fall is also walked (measure.cliff_walk).
 """
 from __future__ import annotations
 
@@ -22,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from measure.cliff_walk import walk_cliff
 from measure.kernel_meta import COARSE_BYTES, GRANULE_BYTES, round_to_granule
 from measure.launch import LaunchConfig
 from measure.point import PointMeter
@@ -56,10 +54,11 @@ class SweepPlan:
     # speeds (log10 GB/s) of levels another sweep found: a transition that passes one is bisected
     # as two, above and below it (the private sweep's L1 fall running into the L2's)
     known_levels: tuple[float, ...] = ()
-    # the first fall's window past its last full-speed point scanned on a grid (relative width,
-    # 0: none) in at most scan_points sizes: a dip just before a cliff does not end the search
-    scan_window: float = 0.0
-    scan_points: int = 16
+    # the first fall walked on from its last full-speed point in relative steps (0: not walked),
+    # at most scan_points sizes: a dip just before a cliff does not end the search
+    scan_step: float = 0.0
+    scan_window: float = 0.03         # ... no further than this past it (a slow decline is not
+    scan_points: int = 24             # walked to its end: its points would crowd its top)
 
     def coarse_sizes(self) -> list[int]:
         """Log-spaced sizes, points_per_octave of them per octave (one per octave past
@@ -148,9 +147,11 @@ class AdaptiveSweep:
                     self.bisect(coarse[tr.left], coarse[tr.right], tr, q,
                                 self.plan.large_resolution if large else self.plan.resolution,
                                 self.plan.large_max_probes if large else 1 << 30)
-            first = min(transitions, key=lambda t: t.left, default=None)
-            if self.plan.scan_window > 0 and first is not None and coarse[first.left] < self.plan.large_bytes:
-                self.scan(coarse[first.left], coarse[first.right], first)
+            # the first real fall (20% or more: a few percent at the smallest sizes is overhead)
+            falls = [t for t in transitions if t.hi_log - t.lo_log >= max(math.log10(1.2), 10 * self.sigma)]
+            first = min(falls, key=lambda t: t.left, default=None)
+            if self.plan.scan_step > 0 and first is not None and coarse[first.left] < self.plan.large_bytes:
+                walk_cliff(self, coarse[first.left], coarse[first.right], first)
         return self.log.records[start:]
 
     def first_level(self) -> tuple[float, ...]:
@@ -194,29 +195,6 @@ class AdaptiveSweep:
                 transitions += [Transition(left, right, a, b) for a, b in zip(edges, edges[1:])]
             i = j + 1
         return transitions
-
-    def scan(self, lo_size: int, hi_size: int, tr: Transition) -> None:
-        """Measure the window past the last point served at 97% (harmonic mixing) on a grid of
-        scan_points sizes at most, then the granule inside its steepest step. One reading per
-        size: the analysis judges a dip against its neighbours, not one point against noise."""
-        threshold = -math.log10(0.97 * 10 ** -tr.hi_log + 0.03 * 10 ** -tr.lo_log)
-        bracket = self._bracket(lo_size, hi_size, threshold, tr.hi_log > tr.lo_log)
-        if bracket is None:
-            return
-        start = bracket[0]
-        end = min(hi_size, round_to_granule(start * (1 + self.plan.scan_window)))
-        step = GRANULE_BYTES * max(1, math.ceil((end - start) / self.plan.scan_points / GRANULE_BYTES))
-        for size in range(start + step, end + 1, step):
-            if size not in self.state.values and self._measure(size, "refine") is None:
-                return
-        inside = [s for s in self.state.sizes() if start <= s <= end]
-        if len(inside) < 2:
-            return
-        drops = [(self.state.level(a) - self.state.level(b), a, b) for a, b in zip(inside, inside[1:])]
-        _, a, b = max(drops)
-        for size in range(a + GRANULE_BYTES, b, GRANULE_BYTES):
-            if size not in self.state.values and self._measure(size, "refine") is None:
-                return
 
     def _side(self, size: int, threshold: float, hi_is_above: bool) -> int:
         """+1 on the high-bandwidth side of the threshold, -1 on the low side, 0 undecided."""

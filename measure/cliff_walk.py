@@ -1,0 +1,68 @@
+"""Walking a cliff: a bisection stops at the first crossing it meets, so a dip the curve
+recovers from (set aliasing just under a cliff: an H200 reads -10% at 219.75 KiB, -2% at 221
+and falls at 221.5) hides where the level really ends. Where points are cheap (the private
+sweep's first fall) a fall that is a cliff is therefore walked on a fixed grid from its last
+full-speed point until it has clearly fallen, as MT4G scans its window in 256-byte steps, and
+its steepest step is resolved to one granule.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from measure.kernel_meta import GRANULE_BYTES, round_to_granule
+
+if TYPE_CHECKING:
+    from measure.sweep import AdaptiveSweep, Transition
+
+CLIFF_SLOPE = 8.0
+LN10 = math.log(10.0)
+
+
+def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transition") -> None:
+    """Where the fall is a cliff, walk on from the last point served at 97% (harmonic mixing)
+    in steps of scan_step until three steps in a row read below 80% (the fall is under way,
+    not a dip), at most scan_points sizes and scan_window past the start; then measure every
+    granule inside the steepest step walked. One reading per size: the analysis judges a dip
+    against its neighbours."""
+    hi_is_above = tr.hi_log > tr.lo_log
+    at97 = -math.log10(0.97 * 10 ** -tr.hi_log + 0.03 * 10 ** -tr.lo_log)
+    at80 = -math.log10(0.8 * 10 ** -tr.hi_log + 0.2 * 10 ** -tr.lo_log)
+    bracket = sweep._bracket(lo_size, hi_size, at97, hi_is_above)
+    if bracket is None:
+        return
+    start = size = bracket[0]
+    if not cliff_near(sweep, start, start * (1 + 2 * sweep.plan.scan_window)):
+        return
+    step = max(GRANULE_BYTES, round_to_granule(start * sweep.plan.scan_step))
+    end = min(hi_size, start * (1 + sweep.plan.scan_window))
+    low_in_row = 0
+    for _ in range(sweep.plan.scan_points):
+        size += step
+        if size > end or low_in_row >= 3:
+            break
+        if size not in sweep.state.values and sweep._measure(size, "refine") is None:
+            return
+        if size in sweep.state.values:
+            fell = (sweep.state.level(size) < at80) == hi_is_above
+            low_in_row = low_in_row + 1 if fell else 0
+    walked = [s for s in sweep.state.sizes() if start <= s <= size]
+    if len(walked) < 2:
+        return
+    _, a, b = max((sweep.state.level(x) - sweep.state.level(y), x, y) for x, y in zip(walked, walked[1:]))
+    for g in range(a + GRANULE_BYTES, b, GRANULE_BYTES):
+        if g not in sweep.state.values and sweep._measure(g, "refine") is None:
+            return
+
+def cliff_near(sweep: "AdaptiveSweep", lo: float, hi: float) -> bool:
+    """Whether two neighbouring sizes in [lo, hi] show a cliff: a fall of at least 5% (and 4
+    sweep sigmas) at a slope of 8 or more (ln bandwidth per ln size; an H200's L1: 15-70).
+    A pseudo-LRU decline (about 1) or a hashed-set fall (2-3) is left as the bisection
+    measured it: walking its top would crowd points where its estimate is read."""
+    sizes = [s for s in sweep.state.sizes() if lo <= s <= hi]
+    drop = max(4 * sweep.sigma, math.log10(1.05))
+    for a, b in zip(sizes, sizes[1:]):
+        fall = sweep.state.level(a) - sweep.state.level(b)
+        if fall >= drop and fall * LN10 / math.log(b / a) >= CLIFF_SLOPE:
+            return True
+    return False

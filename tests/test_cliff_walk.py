@@ -1,0 +1,82 @@
+"""The cliff walk (measure.cliff_walk): an aliasing dip just under a cliff does not end the
+search for where the level ends. The sweep is driven by the curve of a real H200 and by a
+synthetic one; the detector then reads the cliff."""
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from detector.analyze import detect_levels
+from measure.device import DeviceFacts
+from measure.launch import LaunchConfig
+from measure.records import Measurement, MeasurementLog
+from measure.sweep import AdaptiveSweep, SweepPlan
+
+ROOT = Path(__file__).resolve().parents[1]
+KIB = 1024
+CONFIG = LaunchConfig("private", 528, 2048, 4, 1, "cached", True)
+
+
+class CurveMeter:
+    """Answers each size with a curve's bandwidth (and a little seeded noise)."""
+
+    def __init__(self, curve, seed: int, noise: float = 0.003):
+        self.curve, self.rng, self.noise = curve, np.random.default_rng(seed), noise
+
+    def measure(self, config, size, phase):
+        bw = self.curve(size) * math.exp(self.rng.normal(0.0, self.noise))
+        return Measurement("private", size, bw, stream_bytes=size, phase=phase)
+
+
+def synthetic(size: int) -> float:
+    """32.6 TB/s to 221 KiB with a -10% dip over 219.25-220.25 KiB (set aliasing), partial hits at 25
+    TB/s past the cliff, then an L2 at 8.7 TB/s from 400 KiB."""
+    kib = size / KIB
+    if kib <= 221:
+        return 29_300.0 if 219.25 <= kib <= 220.25 else 32_600.0
+    if kib < 400:
+        return 25_000.0
+    return 8_700.0
+
+
+def real_h200(size: int) -> float:
+    """The private sweep of a real H200 (examples/h200/2026-11-30/check, the --no-latency run):
+    the median reading of the nearest size measured."""
+    pts: dict[int, list[float]] = {}
+    path = ROOT / "examples/h200/2026-11-30/check/bench/no-latency1/measurements.csv"
+    for r in csv.DictReader(path.open()):
+        if r["sweep"] == "private" and r["bandwidth_gbs"] and r["phase"] != "peak":
+            pts.setdefault(int(r["stream_bytes"]), []).append(float(r["bandwidth_gbs"]))
+    sizes = np.array(sorted(pts))
+    return float(np.median(pts[int(sizes[np.argmin(np.abs(np.log(sizes / size)))])]))
+
+
+def _sweep(curve, seed: int, scan_step: float = 0.0025):
+    log = MeasurementLog(None)
+    plan = SweepPlan(CONFIG, 8 * KIB, 2048 * KIB, 4, 150, scan_step=scan_step)
+    AdaptiveSweep(CurveMeter(curve, seed), plan, log).run()
+    return log.records
+
+
+@pytest.mark.parametrize("curve", [synthetic, real_h200])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_walk_passes_a_dip_and_finds_the_cliff(curve, seed):
+    records = _sweep(curve, seed)
+    bisected = _sweep(curve, seed, scan_step=0.0)
+    assert len(records) - len(bisected) <= 26        # at most scan_points, and one step's granules
+    sizes = {r.working_set_bytes for r in records}
+    assert {221 * KIB, 221 * KIB + 256} <= sizes or {221 * KIB, 221 * KIB + 512} <= sizes, sorted(sizes)
+    l1 = detect_levels(records, DeviceFacts(vendor="nvidia", compute_units=132)).levels[0]
+    assert l1.capacity_bytes == 221 * KIB and l1.fall_shape.startswith("cliff"), (l1.capacity_bytes, l1.fall_shape)
+
+
+def test_a_slow_decline_is_not_walked():
+    """A pseudo-LRU sag (hits (C/W)^0.5 past 180 KiB) is no cliff: the walk adds no point."""
+    def decline(size):
+        h = min(1.0, (180 * KIB / size) ** 0.5) if size < 260 * KIB else 0.0
+        return 1.0 / (h / 19_000 + (1 - h) / 5_400)
+    walked = {r.working_set_bytes for r in _sweep(decline, 1)}
+    bisected = {r.working_set_bytes for r in _sweep(decline, 1, scan_step=0.0)}
+    assert walked == bisected
