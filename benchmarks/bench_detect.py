@@ -212,6 +212,8 @@ def main() -> int:
     ap.add_argument("--simulate", help="a simulated GPU instead (to try the script; its timings mean nothing)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-latency-runs", type=int, default=0, help="also time this many runs with --no-latency")
+    ap.add_argument("--no-latency-first", action="store_true",
+                    help="run the --no-latency runs first (the first of them with the empty Triton cache)")
     ap.add_argument("--peers", type=Path, help="run-gpu-benches.sh output for this GPU")
     ap.add_argument("--node", action="store_true", help="also time `--gpu all` (the node of every GPU)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
@@ -236,9 +238,18 @@ def main() -> int:
         env = dict(os.environ)
         env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-triton-")   # empty: as after an install
         floor = [] if args.simulate else floor_seconds(args.gpu, env)
-        runs = [one_run(args, args.out / f"run{i + 1}", env, []) for i in range(args.runs)]
-        quick = [one_run(args, args.out / f"no-latency{i + 1}", env, ["--no-latency"])
-                 for i in range(args.no_latency_runs)]
+        def full_runs():
+            return [one_run(args, args.out / f"run{i + 1}", env, []) for i in range(args.runs)]
+
+        def quick_runs():
+            return [one_run(args, args.out / f"no-latency{i + 1}", env, ["--no-latency"])
+                    for i in range(args.no_latency_runs)]
+        if args.no_latency_first:   # the first --no-latency run finds the empty Triton cache
+            quick = quick_runs()
+            runs = full_runs()
+        else:
+            runs = full_runs()
+            quick = quick_runs()
         node = None
         if args.node:
             wall, proc = fresh([sys.executable, "-m", "detect_caches", "--gpu", "all", "--out",
@@ -253,7 +264,8 @@ def main() -> int:
     rows = []
     for tag, group in (("full", runs), ("--no-latency", quick)):
         for i, r in enumerate(group):
-            rows.append([f"{tag} {i + 1}" + (" (empty Triton cache)" if tag == "full" and i == 0 else ""),
+            empty = i == 0 and (tag == "full") != bool(getattr(args, "no_latency_first", False) and quick)
+            rows.append([f"{tag} {i + 1}" + (" (empty Triton cache)" if empty else ""),
                          f"{r['_wall_s']:.2f}", str(r["measurements"]),
                          f"{r['_wall_s'] - min(floor):.2f}" if floor else "-",
                          ", ".join(f"{k} {v:.2f}" for k, v in split(r).items())])

@@ -20,7 +20,7 @@ from detector.labels import device_names, documented_bytes, per_cu_names
 from detector.latency import analyze_latency, attach_latency, attach_lines
 from detector.levels import Detection, Level, SweepAnalysis
 from detector.peaks import attach_peaks
-from detector.units import fmt_bytes
+from detector.units import fmt_bytes, fmt_bytes_apart
 from measure.device import DeviceFacts, is_rdna
 from measure.errors import InputError
 from measure.records import Measurement
@@ -83,8 +83,9 @@ def _with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simula
     level.capacity_repeatability = round(math.hypot(est.repeatability, floor), 5)
     level.confidence = _confidence(an, k)
     if est.shape.startswith("cliff"):
-        level.notes.append(f"a cliff between {fmt_bytes(est.low_bytes * scale)} (all hits) and "
-                           f"{fmt_bytes(est.high_bytes * scale)}: the capacity is the last size before it")
+        below, above = fmt_bytes_apart(est.low_bytes * scale, est.high_bytes * scale)
+        level.notes.append(f"a cliff between {below} (all hits) and {above}: the capacity is the last "
+                           f"size before it")
     elif est.shape == "hashed-set fall":
         level.notes.append("a hashed-set fall (symmetric around the size, as an LRU cache with hashed "
                            "sets misses on some sets before it is full): the capacity is its middle")

@@ -38,7 +38,7 @@ def _distinct(a: Plateau, b: Plateau) -> bool:
     return step >= min(need, ALWAYS_DISTINCT)
 
 
-def _local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, default: float) -> float:
+def local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, default: float) -> float:
     """Median over bins ``first..last`` of each bin's median log bandwidth (the plateau's default
     when fewer than three points). Bins, not points: the refinement crowds points at the end of
     the fall above, and counted one by one they pulled the level up into the fall (a simulated
@@ -137,7 +137,7 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
         sel = an.step_points(i)
         # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
         # as memory does past a cache); the upper one's edge may already be inside the fall
-        lo_log = _local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
+        lo_log = local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
         est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i,
                                 resample_sigma=an.point_sigma, resamples=resamples)
         rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2

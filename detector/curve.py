@@ -40,14 +40,15 @@ class Curve:
 
 
 NOISY_FLAGS = frozenset({"poor_r2", "noisy"})
+PROBE_PHASES = ("peak", "sector", "line")   # probes of other launches: not points of a curve
 
 
 def build_curve(records: list[Measurement], sweep: str) -> Curve:
     """Median over repeats at each size, sorted by size; rejected points and the peak probes
-    (other launch configurations, measure.peak) left out, and points that stayed noisy after a
+    and the stride probes (other launch configurations: measure.peak, measure.transfer) left out, and points that stayed noisy after a
     re-measure too, while six clean sizes remain (a busy GPU's bursts must not draw levels: they
     lower the confidence of what they touch instead)."""
-    rows = [r for r in records if r.sweep == sweep and r.phase != "peak" and not (r.flag_set & REJECTED_FLAGS)
+    rows = [r for r in records if r.sweep == sweep and r.phase not in PROBE_PHASES and not (r.flag_set & REJECTED_FLAGS)
             and r.bandwidth_gbs > 0 and np.isfinite(r.bandwidth_gbs)]
     clean = [r for r in rows if not r.flag_set & NOISY_FLAGS]
     flagged = np.array(sorted(float(r.working_set_bytes) for r in rows if r.flag_set & NOISY_FLAGS))

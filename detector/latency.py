@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from detector.analyze_sweep import analyze_sweep
+from detector.analyze_sweep import local_level, analyze_sweep
 from detector.curve import build_curve
 from detector.levels import Level, SweepAnalysis
 from detector.units import fmt_bytes
@@ -59,8 +59,9 @@ def _set_latency(lv: Level, an: SweepAnalysis, records, i: int) -> None:
     from the fall, where a level that starts missing before it is full already sags)."""
     p = an.plateaus[i]
     half = p.first_bin + max((p.last_bin - p.first_bin) // 2, 0)
-    sel = (an.point_bin >= p.first_bin) & (an.point_bin <= half)
-    rate = float(10 ** np.median(an.curve.y[sel])) if sel.any() else p.bandwidth_gbs
+    # a median of bin medians: refined points crowd the knee at the plateau's start (the L1's
+    # tail of partial hits, 117-133 ns on a real H200 curve) and must not outvote the plateau
+    rate = 10 ** local_level(an.curve.y, an.point_bin, p.first_bin, half, p.level_log)
     lv.latency_ns = round(_ns(rate), 2)
     lv.latency_cycles = _cycles(an, records, i)
 
@@ -182,19 +183,47 @@ def attach_lines(levels: list[Level], records: list[Measurement]) -> None:
     """Sector and line size per level from the probes (null where not measured)."""
     usable = [r for r in records if r.sweep == "chase" and math.isfinite(r.latency_ns)
               and not r.flag_set & REJECTED_FLAGS]
+    strided = [r for r in records if r.sweep != "chase" and r.phase == "sector" and r.bandwidth_gbs > 0
+               and math.isfinite(r.bandwidth_gbs) and not r.flag_set & REJECTED_FLAGS]
     for lv in levels:
         sector = {r.stride_bytes: r.latency_ns for r in usable if r.phase == "sector" and r.target == lv.name}
+        miss = None
         if len(sector) >= 3:
             strides = sorted(sector)
             lo, hi = sector[strides[0]], sector[strides[-1]]
             if hi > 1.2 * lo:   # small strides clearly cheaper: some hops hit what a miss brought in
-                lv.sector_bytes = next(s for s in strides if sector[s] >= hi - 0.1 * (hi - lo))
-                lv.notes.append(f"sector {lv.sector_bytes} B: what one miss in this level brings from the level "
-                                f"below (sequential strides; the sector the level hands to the one above is the "
-                                f"upper level's sector)")
+                miss = next(s for s in strides if sector[s] >= hi - 0.1 * (hi - lo))
+        rates = {r.stride_bytes: r.bandwidth_gbs for r in strided if r.target == lv.name}
+        unit = transfer_unit(rates)
+        if unit is not None:
+            lv.sector_bytes = unit
+            seen = ", ".join(f"{s} B {rates[s] / 4:.0f}" for s in sorted(rates))
+            lv.notes.append(f"sector {unit} B: the unit this level hands to the SMs (G loads/s skipping the L1, "
+                            f"by stride: {seen}; they halve with each doubling up to the unit)"
+                            + (f"; one miss brings {miss} B from the level below (a chase in address order)"
+                               if miss and miss != unit else ""))
+        elif miss is not None:
+            lv.sector_bytes = miss
+            lv.notes.append(f"sector {miss} B: what one miss in this level brings from the level below "
+                            f"(sequential strides; the sector the level hands to the one above is the upper "
+                            f"level's sector)")
         lines = [r for r in usable if r.phase == "line" and r.target == lv.name]
         if lines:
             _line_size(lv, lines, records)
+
+
+def transfer_unit(rates: dict[int, float]) -> int | None:
+    """The stride at which the words read per second stop halving (measure.transfer): the first
+    stride that cost at least 1.6x the one before it, followed by one that costs at most 1.25x
+    it. None without three strides or such a knee."""
+    strides = sorted(s for s, v in rates.items() if v > 0)
+    if len(strides) < 3:
+        return None
+    ratio = [rates[a] / rates[b] for a, b in zip(strides, strides[1:])]   # cost(b) / cost(a)
+    for k in range(len(ratio) - 1):
+        if ratio[k] >= 1.6 and ratio[k + 1] <= 1.25:
+            return strides[k + 1]
+    return None
 
 
 def _line_size(lv: Level, probes: list[Measurement], records: list[Measurement]) -> None:

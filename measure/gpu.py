@@ -160,6 +160,12 @@ class TritonGPU:
                 jobs.append(lambda cfg=cfg, load=load: stream_load_kernel.warmup(
                     x, y, 4096, 1, cfg.rows(cus), BLOCK_SIZE=cfg.block_size, LOAD=load, ROW_BY_SM=cfg.row_by_sm,
                     INTERLEAVE=cfg.interleave, num_warps=cfg.num_warps, num_stages=cfg.num_stages, grid=(1,)))
+            if chase:   # the transfer-unit probe runs with the latency probes, last
+                from measure.kernel import strided_load_kernel
+                from measure.transfer import BLOCK, NUM_WARPS
+                l2 = flavour_code("l2only", self.facts.vendor)
+                jobs.append(lambda: strided_load_kernel.warmup(x, y, 4096, 1, 2, BLOCK=BLOCK, LOAD=l2,
+                                                               num_warps=NUM_WARPS, grid=(1,)))
             if chase:   # the latency sweep comes before the peak probes
                 clock = DEVICE_CLOCKS[self.facts.vendor]["code"]
                 asm = 1 if self.facts.vendor == "nvidia" else 0
@@ -246,6 +252,42 @@ class TritonGPU:
             self._timed_compile(("events", config.block_size, config.num_warps, config.num_stages, load,
                                  config.row_by_sm, config.interleave), lambda: launch(max(load_iters)))
             launch(max(load_iters))  # warm-up: fill the caches
+            events = []
+            for _ in range(repeats):
+                for iters in load_iters:
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    launch(iters)
+                    end.record()
+                    events.append((start, end))
+            torch.cuda.synchronize()
+            return events
+
+        events = self._guarded(run)
+        ms = np.array([s.elapsed_time(e) for s, e in events], dtype=float)
+        return ms.reshape(repeats, len(load_iters)).T
+
+    def time_strided(self, spec, load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        """The transfer-unit probe (measure.transfer): ms per launch, shape (len(load_iters),
+        repeats), after one warm-up launch that loads the set into the level."""
+        from measure.kernel import strided_load_kernel
+        from measure.transfer import BLOCK, NUM_WARPS
+        torch = self.torch
+        self.reserve(spec.n_slots * spec.stride_bytes)
+        x = self._x
+        if self._y is None or self._y.numel() < spec.programs * BLOCK:
+            self._y = torch.empty(spec.programs * BLOCK, dtype=torch.float32, device=f"cuda:{self.index}")
+        y = self._y
+        load = flavour_code("l2only" if spec.l2only else "cached", self.facts.vendor)
+        kernel = strided_load_kernel[(spec.programs,)]
+
+        def launch(iters: int) -> None:
+            kernel(x, y, spec.n_slots, iters, spec.stride_elems, BLOCK=BLOCK, LOAD=load, num_warps=NUM_WARPS)
+
+        def run() -> list:
+            self._timed_compile(("strided", load), lambda: launch(max(load_iters)))
+            launch(max(load_iters))
             events = []
             for _ in range(repeats):
                 for iters in load_iters:

@@ -98,6 +98,10 @@ class TimingDevice(Protocol):
         """Pointer chase over the chain ``spec`` (measure.chains.ChainSpec): per launch, ``warm_hops``
         untimed hops and then each count of ``hops`` timed ones."""
 
+    def time_strided(self, spec, load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        """The transfer-unit probe over ``spec`` (measure.transfer.StrideSpec): ms per launch,
+        shape (len(load_iters), repeats), after one warm-up launch."""
+
     def sm_clock_mhz(self) -> float | None:
         """The SM/CU clock now, where it can be read."""
 

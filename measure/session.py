@@ -65,7 +65,7 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         hi = max(1 << 20, 2 * _largest_cache(facts) // cus)
         hi = min(hi, memory_cap // cus)
         plans.append(SweepPlan(cfg, 8 * COARSE_BYTES, hi // COARSE_BYTES * COARSE_BYTES,
-                               opts.points_per_octave, share, scan_window=0.025))
+                               opts.points_per_octave, share, scan_step=0.0025))
     if "shared" in opts.sweeps:
         programs = cus * opts.grid_multiplier
         cfg = LaunchConfig("shared", programs, opts.shared_block_size, opts.shared_num_warps, 1, "l2only")
@@ -206,9 +206,15 @@ def probe_latency_lines(session: SessionReport, targets, log: MeasurementLog, op
     from measure.latency import ProbeTarget, run_probes
     if session.latency_meter is None or not targets:
         return 0
+    from measure.transfer import STRIDES_BYTES, run_transfer_probes
     t = time.perf_counter()
     probes = [ProbeTarget(name, size, l2only, cold) for name, size, l2only, cold in targets]
     n = run_probes(session.latency_meter, probes, log, LATENCY_PROBE_SHARE, on_point)
+    # the unit the first level past the L1 hands to the SMs, by stride bandwidth (measure.transfer)
+    past_l1 = [(name, size) for name, size, l2only, _cold in targets if l2only][:1]
+    if past_l1 and hasattr(session.latency_meter.device, "time_strided"):
+        n += run_transfer_probes(session.latency_meter.device, past_l1, log, len(STRIDES_BYTES),
+                                 t0=session.latency_meter.t0, on_point=on_point)
     session.method.setdefault("latency", {})["probe_measurements"] = n
     session.method["latency"]["probe_seconds"] = round(time.perf_counter() - t, 3)
     session.records = log.records

@@ -49,7 +49,8 @@ class SimLevel:
     latency_ns: float | None = None       # load-to-use latency of a hit (pointer chase)
     far_latency_ns: float | None = None   # partitions 2: a hit in the far partition
     line_bytes: int | None = None         # allocation unit (default 128)
-    sector_bytes: int | None = None       # what a miss brings in (default: the line)
+    sector_bytes: int | None = None       # the unit it hands to the level above (default: the line)
+    miss_bytes: int | None = None         # what a miss brings from below (default: the sector)
 
     def hit_rate(self, ratio: float) -> float:
         """Hit rate of a cyclic sweep over ``ratio`` x the capacity."""
@@ -140,7 +141,7 @@ def chase_latency_ns(levels: list[SimLevel], elements: int, slot_bytes: int, seq
             lat += missing * level_latency(lv)
             break
         line = lv.line_bytes or 128
-        fetch = lv.sector_bytes or line
+        fetch = lv.miss_bytes or lv.sector_bytes or line
         footprint = elements * min(slot_bytes, line)
         h_cap = 0.0 if cold else hit_rate(footprint / lv.capacity_bytes, lv)
         near = h_cap

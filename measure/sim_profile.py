@@ -27,8 +27,9 @@ LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
                 "collapse_ratio": (1, 20, True, False), "far_bandwidth_gbs": (0, 1e7, True, False),
                 "alias_depth": (0, 0.9, False, False), "latency_ns": (0, 1e6, True, False),
                 "far_latency_ns": (0, 1e6, True, False), "line_bytes": (16, 4096, False, True),
-                "sector_bytes": (8, 4096, False, True), "partitions": (1, 2, False, True)}
-INTEGER_FIELDS = ("partitions", "line_bytes", "sector_bytes")
+                "sector_bytes": (8, 4096, False, True), "miss_bytes": (8, 4096, False, True),
+                "partitions": (1, 2, False, True)}
+INTEGER_FIELDS = ("partitions", "line_bytes", "sector_bytes", "miss_bytes")
 
 
 @dataclass
@@ -70,7 +71,7 @@ def _level(raw, i: int, last: bool, source: str) -> SimLevel:
     for key, (lo, hi, lo_open, integer) in LEVEL_RANGES.items():
         if raw.get(key) is not None:
             extra[key] = number(raw[key], f"{where}: {key}", lo=lo, hi=hi, lo_open=lo_open, integer=integer)
-    for key in ("line_bytes", "sector_bytes"):
+    for key in ("line_bytes", "sector_bytes", "miss_bytes"):
         if key in extra and extra[key] & (extra[key] - 1):
             raise InputError(f"{where}: {key} must be a power of two")
     return SimLevel(name=name, bandwidth_gbs=float(bw), capacity_bytes=cap, scope=scope,

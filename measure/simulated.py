@@ -140,6 +140,24 @@ class SimulatedGPU:
         timed = float(hops[-1]) * hop_ns
         return ChaseTiming(tuple(hops), ms, timed * clock_ghz, np.round(timed / 32.0) * 32.0)
 
+    def time_strided(self, spec, load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        """The transfer-unit probe: the level holding the set hands out units of its profile's
+        sector_bytes (32 when not given) at its bandwidth; a lane's word costs min(stride, unit)
+        bytes of it, and no fewer than 8 (the load issue rate)."""
+        noise = self._noise_now()
+        self.calls += 1
+        level = next((lv for lv in self.profile.levels if lv.scope != "per_cu"
+                      and (lv.capacity_bytes is None or lv.capacity_bytes > 2 * spec.span_bytes)), None)
+        bw = level.bandwidth_gbs if level is not None else 1000.0
+        unit = getattr(level, "sector_bytes", None) or 32
+        words = spec.programs * 256
+        iter_ms = words * max(min(spec.stride_bytes, unit), 8) / bw / 1e6 * math.exp(self._rng.normal(0.0, noise))
+        iters = np.asarray(load_iters, dtype=float)[:, None]
+        per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
+        ms = self.INTERCEPT_MS + iters * iter_ms * per_launch
+        self.modeled_gpu_seconds += float(ms.sum()) / 1e3
+        return ms
+
     @staticmethod
     def kernel_resources(num_warps: int) -> KernelResources:
         """What the simulated kernel needs per program (40 registers/thread, as on sm_90)."""

@@ -18,8 +18,10 @@ CAPACITY_TEXT = (
     "levels per chiplet. Latency: a one-SM pointer chase over random cycles of 64-byte slots, ns "
     "from a device timer and SM cycles from the cycle counter; a level the chase sees in steps (the "
     "near and far halves of a split L2) lists each. Line: the bytes a line holds (chains of one "
-    "element per 512 bytes against the dense curve); sector: what a miss brings in from the next "
-    "level (chains in address order at 8-256 byte strides).")
+    "element per 512 bytes against the dense curve); sector: for the L1, what a miss brings in "
+    "from the L2 (chains in address order at 8-256 byte strides); for the L2, the unit it hands to "
+    "the SMs (words read per second with loads that skip the L1, at 8-128 byte strides: they halve "
+    "with each doubling of the stride up to the unit).")
 
 
 def _capacity_cell(lv: dict) -> str:

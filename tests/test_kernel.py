@@ -33,20 +33,22 @@ CROSS = r"""
 import json, re, triton
 from triton.compiler import ASTSource
 from triton.backends.compiler import GPUTarget
-from measure.kernel import stream_load_kernel, stream_load_timed_kernel
-from measure.kernel_meta import DEVICE_CLOCKS
+from measure.kernel import stream_load_kernel, stream_load_timed_kernel, strided_load_kernel
+from measure.kernel_meta import DEVICE_CLOCKS, flavour_code
 sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "stream_elems": "i32", "load_iters": "i32", "row_count": "i32",
        "BLOCK_SIZE": "constexpr", "LOAD": "constexpr", "ROW_BY_SM": "constexpr", "INTERLEAVE": "constexpr"}
 tsig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "t_ptr": "*i64", "sync_ptr": "*i32", "stream_elems": "i32", "warm_iters": "i32",
         "load_iters": "i32", "row_count": "i32", "BLOCK_SIZE": "constexpr", "LOAD": "constexpr",
         "CLOCK": "constexpr", "ROW_BY_SM": "constexpr", "INTERLEAVE": "constexpr", "MAX_SPINS": "constexpr"}
+ssig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_slots": "i32", "iters": "i32", "stride": "i32",
+        "BLOCK": "constexpr", "LOAD": "constexpr"}
 LOADS = r"\bld\.(global|volatile)|buffer_load|global_load"
 MARKS = LOADS + r"|globaltimer|s_memrealtime|bar\.sync|s_barrier|atom\.|global_atomic|buffer_atomic"
 div = {(i,): [["tt.divisibility", 16]] for i in range(5)}
 out = {}
 for name, tgt, vendor in (("sm_90", GPUTarget("cuda", 90, 32), "nvidia"), ("gfx942", GPUTarget("hip", "gfx942", 64), "amd")):
-    def build(fn, signature, constexprs, pattern):
-        k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=div),
+    def build(fn, signature, constexprs, pattern, attrs=div):
+        k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                            target=tgt, options={"num_warps": 4})
         asm = k.asm.get("ptx") or k.asm.get("amdgcn")
         return [l.strip() for l in asm.splitlines() if re.search(pattern, l)]
@@ -57,6 +59,8 @@ for name, tgt, vendor in (("sm_90", GPUTarget("cuda", 90, 32), "nvidia"), ("gfx9
     out[f"{name}/timed"] = build(stream_load_timed_kernel, tsig, {
         "BLOCK_SIZE": 1024, "LOAD": 2 if vendor == "nvidia" else 3, "CLOCK": DEVICE_CLOCKS[vendor]["code"],
         "ROW_BY_SM": False, "INTERLEAVE": False, "MAX_SPINS": 1 << 20}, MARKS)
+    out[f"{name}/strided"] = build(strided_load_kernel, ssig, {"BLOCK": 256, "LOAD": flavour_code("l2only", vendor)},
+                                   LOADS, attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
 print(json.dumps(out))
 """
 
@@ -136,3 +140,30 @@ def test_interpreter_interleaved_and_shared_rows(block, elems, rows, programs):
     slots[chunks - 1, :, tail:] = 0.0        # the masked tail reads only its own elements
     expect = 2 * slots.sum(axis=0)
     np.testing.assert_allclose(y.numpy().reshape(programs, block), expect[np.arange(programs) % rows], rtol=1e-5)
+
+
+def test_strided_kernel_loads_one_word_per_lane_past_the_l1(compiled_loads):
+    """The transfer-unit probe (measure.transfer): 4-byte loads (a lane's word, never a vector
+    that would read its neighbours' too) that skip the L1: `.cg` on sm_90, sc0 sc1 on gfx942."""
+    sm90, gfx = compiled_loads["sm_90/strided"], compiled_loads["gfx942/strided"]
+    assert sm90 and all("ld.global.cg.b32" in l and ".v2" not in l and ".v4" not in l for l in sm90), sm90
+    assert gfx and all("global_load_dword " in l + " " and "sc0" in l and "sc1" in l for l in gfx), gfx
+
+
+@pytest.mark.parametrize("n_slots,stride,iters,programs", [(1024, 2, 3, 2), (300, 8, 5, 3), (256, 32, 1, 1)])
+def test_interpreter_strided_sums(n_slots, stride, iters, programs):
+    """Program p, iteration i, lane l reads word ((p + i x programs) x BLOCK + l) mod n_slots,
+    stride elements apart: every word of the set in turn, in order."""
+    import torch
+    from measure.kernel import strided_load_kernel
+    block = 64
+    rng = np.random.default_rng(n_slots)
+    x = torch.tensor(rng.random(n_slots * stride, dtype=np.float32))
+    y = torch.full((programs * block,), float("nan"))
+    strided_load_kernel[(programs,)](x, y, n_slots, iters, stride, BLOCK=block, LOAD=1)
+    words = x.numpy().astype(np.float64)[::stride]
+    expect = np.zeros((programs, block))
+    for p in range(programs):
+        for i in range(iters):
+            expect[p] += words[((p + i * programs) * block + np.arange(block)) % n_slots]
+    np.testing.assert_allclose(y.numpy().reshape(programs, block), expect, rtol=1e-5)

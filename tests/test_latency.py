@@ -212,3 +212,63 @@ def test_far_l2_half_found_on_a_real_h200_latency_curve(monkeypatch, seed):
     assert near["up_to_bytes"] < 37 * MIB
     chase = [r for r in log.records if r.sweep == "chase" and r.phase in ("coarse", "refine")]
     assert sum(36 * MIB <= r.working_set_bytes <= 52 * MIB for r in chase) >= 2   # inside the far half
+
+
+# -- the transfer unit (measure.transfer): words read per second by stride, L1 skipped ------------
+
+def _h200_strides(span: str) -> dict[int, float]:
+    """The exploration on a real H200 (examples/h200/2026-11-30/check/sector.json), as GB/s of
+    words read, the figure the probe records."""
+    rows = json.loads((ROOT / "examples/h200/2026-11-30/check/sector.json").read_text())
+    return {r["stride_bytes"]: r["gloads_per_s"] * 4 for r in rows if r["level"] == span and r["stride_bytes"] >= 8}
+
+
+@pytest.mark.parametrize("span", ["L2 (.cg)", "L2 (.cg) 2 MiB"])
+def test_transfer_unit_of_a_real_h200_l2_is_32_bytes(span):
+    from detector.latency import transfer_unit
+    assert transfer_unit(_h200_strides(span)) == 32
+
+
+@pytest.mark.parametrize("rates,unit", [
+    ({8: 800, 16: 400, 32: 200, 64: 100, 128: 100}, 64),       # halving up to 64 B, flat after
+    ({8: 800, 16: 800, 32: 790, 64: 805, 128: 400}, None),     # never halving then flat
+    ({8: 800, 16: 410}, None),                                # two strides say nothing
+    ({8: 1000, 16: 520, 32: 510, 64: 300, 128: 290}, 16),
+])
+def test_transfer_unit_rule(rates, unit):
+    from detector.latency import transfer_unit
+    assert transfer_unit(rates) == unit
+
+
+@pytest.mark.parametrize("sector,miss", [(32, 64), (64, None), (128, None)])
+@pytest.mark.parametrize("seed", range(4))
+def test_simulated_l2_sector_recovered_beside_what_a_miss_brings(sector, miss, seed):
+    """The simulated H200 with its L2 handing out `sector` bytes (and a miss bringing `miss`
+    from memory): the L2's sector is the transfer unit, whatever the chase sees; the stride probe
+    adds no point to the shared curve."""
+    from detector.analyze import detect_levels
+    from detector.latency import attach_lines, probe_targets
+    from measure.records import MeasurementLog
+    from measure.session import SessionOptions, characterize, measure_latency, probe_latency_lines
+    from measure.simulated import SimulatedGPU, load_profile
+    import dataclasses
+    prof = load_profile("h200")
+    levels = [dataclasses.replace(lv, sector_bytes=sector, miss_bytes=miss) if lv.name == "L2" else lv
+              for lv in prof.levels]
+    prof = dataclasses.replace(prof, levels=levels, seed=seed)
+    gpu = SimulatedGPU(prof)
+    log = MeasurementLog(None)
+    opts = SessionOptions(peak_budget=0)
+    session = characterize(gpu, log, opts)
+    measure_latency(session, gpu, log, opts)
+    det = detect_levels(log.records, prof.facts)
+    before = len(det.sweeps["shared"].curve.size_bytes)
+    probe_latency_lines(session, probe_targets(det.levels), log, opts)
+    probes = [r for r in log.records if r.sweep == "shared" and r.phase == "sector"]
+    assert [r.stride_bytes for r in probes] == [8, 16, 32, 64, 128] and all(r.target == "L2" for r in probes)
+    attach_lines(det.levels, log.records)
+    l2 = next(lv for lv in det.levels if lv.name == "L2")
+    assert l2.sector_bytes == sector
+    assert any(f"one miss brings {miss} B" in n for n in l2.notes) == (miss is not None and miss != sector)
+    again = detect_levels(log.records, prof.facts)
+    assert len(again.sweeps["shared"].curve.size_bytes) == before
