@@ -224,15 +224,17 @@ def main() -> int:
         args.out = args.report_only
         old = json.loads((args.out / "bench.json").read_text())
         floor, node = old["floor_s"], old["node"]
+        args.no_latency_first = old.get("no_latency_first", False)
 
-        def load(prefix: str, walls: list[float]) -> list[dict]:
+        def load(prefix: str, rows: list[dict]) -> list[dict]:
             out = []
-            for i, wall in enumerate(walls):
+            for i, row in enumerate(rows):
                 r = json.loads((args.out / f"{prefix}{i + 1}" / "result.json").read_text())
-                out.append(dict(r, _wall_s=wall, _dir=str(args.out / f"{prefix}{i + 1}")))
+                extra = {"_written_s": row["written_s"]} if row.get("written_s") is not None else {}
+                out.append(dict(r, _wall_s=row["wall_s"], _dir=str(args.out / f"{prefix}{i + 1}"), **extra))
             return out
-        runs = load("run", [r["wall_s"] for r in old["runs"]])
-        quick = load("no-latency", [r["wall_s"] for r in old["no_latency_runs"]])
+        runs = load("run", old["runs"])
+        quick = load("no-latency", old["no_latency_runs"])
     else:
         args.out.mkdir(parents=True, exist_ok=False)
         env = dict(os.environ)
@@ -264,7 +266,7 @@ def main() -> int:
     rows = []
     for tag, group in (("full", runs), ("--no-latency", quick)):
         for i, r in enumerate(group):
-            empty = i == 0 and (tag == "full") != bool(getattr(args, "no_latency_first", False) and quick)
+            empty = i == 0 and (tag == "full") != bool(args.no_latency_first and quick)
             rows.append([f"{tag} {i + 1}" + (" (empty Triton cache)" if empty else ""),
                          f"{r['_wall_s']:.2f}", str(r["measurements"]),
                          f"{r['_wall_s'] - min(floor):.2f}" if floor else "-",
@@ -296,9 +298,11 @@ def main() -> int:
     if rr:
         lines += ["Repeatability between the runs, next to what each run said (1 sigma):", ""]
         lines += table(["level", "figure", "runs", "sd seen", "max-min", "said (median)"], rr) + [""]
-    rec = {"floor_s": floor, "runs": [{"wall_s": r["_wall_s"], "measurements": r["measurements"], "split_s": split(r),
-                                       "levels": r["levels"], "method": r["method"]} for r in runs],
-           "no_latency_runs": [{"wall_s": r["_wall_s"], "split_s": split(r)} for r in quick], "node": node,
+    rec = {"floor_s": floor, "no_latency_first": bool(args.no_latency_first),
+           "runs": [{"wall_s": r["_wall_s"], "written_s": r.get("_written_s"), "measurements": r["measurements"],
+                     "split_s": split(r), "levels": r["levels"], "method": r["method"]} for r in runs],
+           "no_latency_runs": [{"wall_s": r["_wall_s"], "written_s": r.get("_written_s"), "split_s": split(r)}
+                               for r in quick], "node": node,
            "peer_rows": pr, "latency_rows": lr, "repeat_rows": rr, "device": dev}
     (args.out / "bench.json").write_text(json.dumps(rec, indent=1, default=str))
     (args.out / "bench.md").write_text("\n".join(lines) + "\n")

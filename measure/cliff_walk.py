@@ -15,7 +15,8 @@ from measure.kernel_meta import GRANULE_BYTES, round_to_granule
 if TYPE_CHECKING:
     from measure.sweep import AdaptiveSweep, Transition
 
-CLIFF_SLOPE = 8.0
+CLIFF_SLOPE = 8.0     # ln bandwidth per ln size between neighbouring sizes ...
+CLIFF_RANGE = 0.06    # ... within this much of the last full-speed point: a cliff to walk
 LN10 = math.log(10.0)
 
 
@@ -32,7 +33,7 @@ def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transiti
     if bracket is None:
         return
     start = size = bracket[0]
-    if not cliff_near(sweep, start, start * (1 + 2 * sweep.plan.scan_window)):
+    if not cliff_near(sweep, start, start * (1 + CLIFF_RANGE)):
         return
     step = max(GRANULE_BYTES, round_to_granule(start * sweep.plan.scan_step))
     end = min(hi_size, start * (1 + sweep.plan.scan_window))
@@ -55,12 +56,14 @@ def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transiti
             return
 
 def cliff_near(sweep: "AdaptiveSweep", lo: float, hi: float) -> bool:
-    """Whether two neighbouring sizes in [lo, hi] show a cliff: a fall of at least 5% (and 4
+    """Whether two neighbouring sizes in [lo, hi] show a cliff: a fall of at least 5% (and 2
     sweep sigmas) at a slope of 8 or more (ln bandwidth per ln size; an H200's L1: 15-70).
     A pseudo-LRU decline (about 1) or a hashed-set fall (2-3) is left as the bisection
     measured it: walking its top would crowd points where its estimate is read."""
     sizes = [s for s in sweep.state.sizes() if lo <= s <= hi]
-    drop = max(4 * sweep.sigma, math.log10(1.05))
+    # medians of up to three readings each: twice the sweep's sigma is well clear of their noise
+    # (four times held back an H200 whose coarse sigma the cache structure itself inflates)
+    drop = max(2 * sweep.sigma, math.log10(1.05))
     for a, b in zip(sizes, sizes[1:]):
         fall = sweep.state.level(a) - sweep.state.level(b)
         if fall >= drop and fall * LN10 / math.log(b / a) >= CLIFF_SLOPE:

@@ -164,7 +164,7 @@ class TritonGPU:
                 from measure.kernel import strided_load_kernel
                 from measure.transfer import BLOCK, NUM_WARPS
                 l2 = flavour_code("l2only", self.facts.vendor)
-                jobs.append(lambda: strided_load_kernel.warmup(x, y, 4096, 1, 2, BLOCK=BLOCK, LOAD=l2,
+                jobs.append(lambda: strided_load_kernel.warmup(x, y, 4095, 1, 2, BLOCK=BLOCK, LOAD=l2,
                                                                num_warps=NUM_WARPS, grid=(1,)))
             if chase:   # the latency sweep comes before the peak probes
                 clock = DEVICE_CLOCKS[self.facts.vendor]["code"]
@@ -283,7 +283,7 @@ class TritonGPU:
         kernel = strided_load_kernel[(spec.programs,)]
 
         def launch(iters: int) -> None:
-            kernel(x, y, spec.n_slots, iters, spec.stride_elems, BLOCK=BLOCK, LOAD=load, num_warps=NUM_WARPS)
+            kernel(x, y, spec.slot_mask, iters, spec.stride_elems, BLOCK=BLOCK, LOAD=load, num_warps=NUM_WARPS)
 
         def run() -> list:
             self._timed_compile(("strided", load), lambda: launch(max(load_iters)))

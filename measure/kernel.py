@@ -151,18 +151,20 @@ def stream_load_timed_kernel(x_ptr, y_ptr, t_ptr, sync_ptr, stream_elems, warm_i
     tl.store(t_ptr + 3 * pid + 2, spins.to(tl.int64))
 
 
-@triton.jit(do_not_specialize=["n_slots", "iters", "stride"])
-def strided_load_kernel(x_ptr, y_ptr, n_slots, iters, stride, BLOCK: tl.constexpr, LOAD: tl.constexpr):
+@triton.jit(do_not_specialize=["slot_mask", "iters", "stride"])
+def strided_load_kernel(x_ptr, y_ptr, slot_mask, iters, stride, BLOCK: tl.constexpr, LOAD: tl.constexpr):
     """The transfer-unit probe (measure.transfer). Program ``pid`` reads, at iteration ``it``,
-    the words of slots (pid + it x programs) x BLOCK + lane (mod n_slots), each ``stride``
-    elements apart: all programs together sweep the set in order, every lane its own word. The
-    sums are stored so that no load can be dropped. The arguments are not specialized: one
-    binary serves every stride and size."""
+    the words of slots ((pid + it x programs) x BLOCK + lane) & slot_mask (a power-of-two set),
+    each ``stride`` elements apart: all programs together sweep the set in order, every lane its
+    own word. 32-bit index arithmetic and a mask, not a 64-bit modulo: the loop must cost less
+    than the loads at every stride (a 64-bit modulo held an H200 to ~530 G loads/s). The sums
+    are stored so that no load can be dropped; the arguments are not specialized: one binary
+    serves every stride and size."""
     pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
-    lane = tl.arange(0, BLOCK)
+    step = tl.num_programs(0) * BLOCK
+    slot = pid * BLOCK + tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for it in range(iters):
-        slot = ((pid + it * nprog).to(tl.int64) * BLOCK + lane) % n_slots
-        acc += _load(x_ptr + slot * stride, None, LOAD, False)
-    tl.store(y_ptr + pid * BLOCK + lane, acc)
+        acc += _load(x_ptr + (slot & slot_mask) * stride, None, LOAD, False)
+        slot = (slot + step) & slot_mask
+    tl.store(y_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)

@@ -57,8 +57,8 @@ class SweepPlan:
     # the first fall walked on from its last full-speed point in relative steps (0: not walked),
     # at most scan_points sizes: a dip just before a cliff does not end the search
     scan_step: float = 0.0
-    scan_window: float = 0.03         # ... no further than this past it (a slow decline is not
-    scan_points: int = 24             # walked to its end: its points would crowd its top)
+    scan_window: float = 0.06         # ... no further than this past it
+    scan_points: int = 24
 
     def coarse_sizes(self) -> list[int]:
         """Log-spaced sizes, points_per_octave of them per octave (one per octave past

@@ -40,7 +40,12 @@ class StrideSpec:
 
     @property
     def n_slots(self) -> int:
+        """Words read: a power of two (the kernel wraps with a mask)."""
         return max(BLOCK, self.span_bytes // self.stride_bytes)
+
+    @property
+    def slot_mask(self) -> int:
+        return self.n_slots - 1
 
     @property
     def stride_elems(self) -> int:
@@ -48,9 +53,9 @@ class StrideSpec:
 
 
 def probe_specs(level_bytes: float, compute_units: int) -> list[StrideSpec]:
-    """The strides over an eighth of the level (at most 8 MiB, at least 1 MiB: a set the level
-    holds whole and that no L1 holds, were the loads cached)."""
-    span = int(min(MAX_SPAN_BYTES, max(1 << 20, level_bytes / 8))) // 1024 * 1024
+    """The strides over an eighth of the level, rounded down to a power of two (at most 8 MiB,
+    at least 1 MiB: a set the level holds whole and that no L1 holds, were the loads cached)."""
+    span = 1 << int(math.log2(min(MAX_SPAN_BYTES, max(1 << 20, level_bytes / 8))))
     return [StrideSpec(s, span, PROGRAMS_PER_CU * compute_units) for s in STRIDES_BYTES]
 
 

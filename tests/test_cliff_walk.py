@@ -41,16 +41,21 @@ def synthetic(size: int) -> float:
     return 8_700.0
 
 
-def real_h200(size: int) -> float:
-    """The private sweep of a real H200 (examples/h200/2026-11-30/check, the --no-latency run):
-    the median reading of the nearest size measured."""
+def real_h200(run: str):
+    """The private sweep of a real H200 run (examples/h200/2026-11-30/...): each size answered
+    with the median reading of the nearest size measured there."""
     pts: dict[int, list[float]] = {}
-    path = ROOT / "examples/h200/2026-11-30/check/bench/no-latency1/measurements.csv"
-    for r in csv.DictReader(path.open()):
+    for r in csv.DictReader((ROOT / "examples/h200/2026-11-30" / run / "measurements.csv").open()):
         if r["sweep"] == "private" and r["bandwidth_gbs"] and r["phase"] != "peak":
             pts.setdefault(int(r["stream_bytes"]), []).append(float(r["bandwidth_gbs"]))
     sizes = np.array(sorted(pts))
-    return float(np.median(pts[int(sizes[np.argmin(np.abs(np.log(sizes / size)))])]))
+
+    def curve(size: int) -> float:
+        return float(np.median(pts[int(sizes[np.argmin(np.abs(np.log(sizes / size)))])]))
+    return curve
+
+
+REAL_RUNS = ("check/bench/no-latency1", "verify2/bench/run3", "verify2/bench/no-latency2")
 
 
 def _sweep(curve, seed: int, scan_step: float = 0.0025):
@@ -60,8 +65,8 @@ def _sweep(curve, seed: int, scan_step: float = 0.0025):
     return log.records
 
 
-@pytest.mark.parametrize("curve", [synthetic, real_h200])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("curve", [synthetic, *(real_h200(run) for run in REAL_RUNS)])
+@pytest.mark.parametrize("seed", range(3))
 def test_the_walk_passes_a_dip_and_finds_the_cliff(curve, seed):
     records = _sweep(curve, seed)
     bisected = _sweep(curve, seed, scan_step=0.0)

@@ -40,7 +40,7 @@ sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "stream_elems": "i32", "load_iters": 
 tsig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "t_ptr": "*i64", "sync_ptr": "*i32", "stream_elems": "i32", "warm_iters": "i32",
         "load_iters": "i32", "row_count": "i32", "BLOCK_SIZE": "constexpr", "LOAD": "constexpr",
         "CLOCK": "constexpr", "ROW_BY_SM": "constexpr", "INTERLEAVE": "constexpr", "MAX_SPINS": "constexpr"}
-ssig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_slots": "i32", "iters": "i32", "stride": "i32",
+ssig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "slot_mask": "i32", "iters": "i32", "stride": "i32",
         "BLOCK": "constexpr", "LOAD": "constexpr"}
 LOADS = r"\bld\.(global|volatile)|buffer_load|global_load"
 MARKS = LOADS + r"|globaltimer|s_memrealtime|bar\.sync|s_barrier|atom\.|global_atomic|buffer_atomic"
@@ -150,17 +150,18 @@ def test_strided_kernel_loads_one_word_per_lane_past_the_l1(compiled_loads):
     assert gfx and all("global_load_dword " in l + " " and "sc0" in l and "sc1" in l for l in gfx), gfx
 
 
-@pytest.mark.parametrize("n_slots,stride,iters,programs", [(1024, 2, 3, 2), (300, 8, 5, 3), (256, 32, 1, 1)])
+@pytest.mark.parametrize("n_slots,stride,iters,programs", [(1024, 2, 3, 2), (256, 8, 5, 3), (64, 32, 4, 1),
+                                                           (512, 1, 9, 5)])
 def test_interpreter_strided_sums(n_slots, stride, iters, programs):
-    """Program p, iteration i, lane l reads word ((p + i x programs) x BLOCK + l) mod n_slots,
-    stride elements apart: every word of the set in turn, in order."""
+    """Program p, iteration i, lane l reads word ((p + i x programs) x BLOCK + l) mod n_slots
+    (a power of two), stride elements apart: every word of the set in turn, in order."""
     import torch
     from measure.kernel import strided_load_kernel
     block = 64
     rng = np.random.default_rng(n_slots)
     x = torch.tensor(rng.random(n_slots * stride, dtype=np.float32))
     y = torch.full((programs * block,), float("nan"))
-    strided_load_kernel[(programs,)](x, y, n_slots, iters, stride, BLOCK=block, LOAD=1)
+    strided_load_kernel[(programs,)](x, y, n_slots - 1, iters, stride, BLOCK=block, LOAD=1)
     words = x.numpy().astype(np.float64)[::stride]
     expect = np.zeros((programs, block))
     for p in range(programs):
