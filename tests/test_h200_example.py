@@ -29,3 +29,40 @@ def test_h200_levels_latencies_and_l2_halves(run):
     assert not by["L1"].latency_steps                  # its partial hits past 221 KiB are not a part of it
     assert (by["L1"].line_bytes, by["L1"].sector_bytes) == (128, 32)
     assert by["L2"].line_bytes == 128
+
+
+FINAL = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30" / "final"
+
+
+CLIFF = "cliff, then partial hits"
+
+
+@pytest.mark.parametrize("run,shape", [("bench/run1", CLIFF), ("bench/run2", CLIFF), ("bench/run3", CLIFF),
+                                       ("bench/no-latency1", CLIFF), ("bench/no-latency2", CLIFF),
+                                       ("no-precompile/no-latency1", CLIFF),
+                                       # a second dip (216.25 KiB, -9%) and a -4% point at 220.5 KiB raise
+                                       # the curve's noise to 4%: the 14% step at 221-221.25 KiB no longer
+                                       # counts as a cliff, and the fall reads as broad; 221 KiB all the same
+                                       ("no-precompile/run1", "broad fall")])
+def test_h200_l1_cliff_at_221_kib_after_the_walk(run, shape):
+    """The last call of 2026-11-30 (card GPU-9100933c, the cliff walk on): every run measured
+    inside 219-222 KiB, and the analysis puts the L1 at 221 KiB (all hits there, 221.25 KiB
+    fallen) past the aliasing dip at 219.75 KiB, and the L2 at 57-61 MiB."""
+    path = FINAL / run
+    det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
+    by = {lv.name: lv for lv in det.levels}
+    assert by["L1"].capacity_bytes == 221 * KIB and by["L1"].fall_shape == shape
+    assert 57 * MIB <= by["L2"].capacity_bytes <= 61 * MIB and by["L2"].fall_shape == "hashed-set fall"
+
+
+@pytest.mark.parametrize("run", ["run1", "run2", "run3"])
+def test_h200_l2_sector_is_32_bytes_by_stride_bandwidth(run):
+    """The L2's transfer unit from the stride probe of each full run of that call."""
+    from detector.latency import attach_lines
+    path = FINAL / "bench" / run
+    records = read_measurements(path / "measurements.csv")
+    det = detect_levels(records, load_device_json(path / "result.json"))
+    attach_lines(det.levels, records)
+    by = {lv.name: lv for lv in det.levels}
+    assert by["L2"].sector_bytes == 32 and by["L2"].line_bytes == 128
+    assert (by["L1"].line_bytes, by["L1"].sector_bytes) == (128, 32)
