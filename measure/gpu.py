@@ -237,7 +237,6 @@ class TritonGPU:
     def time_launches(self, config: LaunchConfig, stream_elems: int,
                       load_iters: Sequence[int], repeats: int) -> np.ndarray:
         from measure.kernel import stream_load_kernel
-        torch = self.torch
         x, y = self._buffers(config, stream_elems)
         kernel = stream_load_kernel[(config.programs,)]
         rows = config.rows(self.facts.compute_units)
@@ -248,10 +247,18 @@ class TritonGPU:
                    ROW_BY_SM=config.row_by_sm, INTERLEAVE=config.interleave,
                    num_warps=config.num_warps, num_stages=config.num_stages)
 
+        return self._event_times(("events", config.block_size, config.num_warps, config.num_stages, load,
+                                  config.row_by_sm, config.interleave), launch, load_iters, repeats)
+
+    def _event_times(self, key: tuple, launch, load_iters: Sequence[int], repeats: int) -> np.ndarray:
+        """ms per launch of ``launch(iters)`` by CUDA events, shape (len(load_iters), repeats),
+        after the first launch of the variant ``key`` (timed as compiling) and one warm-up
+        launch that fills the caches."""
+        torch = self.torch
+
         def run() -> list:
-            self._timed_compile(("events", config.block_size, config.num_warps, config.num_stages, load,
-                                 config.row_by_sm, config.interleave), lambda: launch(max(load_iters)))
-            launch(max(load_iters))  # warm-up: fill the caches
+            self._timed_compile(key, lambda: launch(max(load_iters)))
+            launch(max(load_iters))
             events = []
             for _ in range(repeats):
                 for iters in load_iters:
@@ -284,25 +291,7 @@ class TritonGPU:
 
         def launch(iters: int) -> None:
             kernel(x, y, spec.slot_mask, iters, spec.stride_elems, BLOCK=BLOCK, LOAD=load, num_warps=NUM_WARPS)
-
-        def run() -> list:
-            self._timed_compile(("strided", load), lambda: launch(max(load_iters)))
-            launch(max(load_iters))
-            events = []
-            for _ in range(repeats):
-                for iters in load_iters:
-                    start = torch.cuda.Event(enable_timing=True)
-                    end = torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    launch(iters)
-                    end.record()
-                    events.append((start, end))
-            torch.cuda.synchronize()
-            return events
-
-        events = self._guarded(run)
-        ms = np.array([s.elapsed_time(e) for s, e in events], dtype=float)
-        return ms.reshape(repeats, len(load_iters)).T
+        return self._event_times(("strided", load), launch, load_iters, repeats)
 
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
                        load_iters: int, repeats: int) -> ClockTiming:
