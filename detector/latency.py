@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from detector.analyze_sweep import local_level, analyze_sweep
+from detector.analyze_sweep import analyze_sweep, local_level
 from detector.curve import build_curve
 from detector.levels import Level, SweepAnalysis
 from detector.units import fmt_bytes

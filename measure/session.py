@@ -176,7 +176,8 @@ def probe_level_peaks(session: SessionReport, levels, log: MeasurementLog, opts:
     return n
 
 
-LATENCY_PROBE_SHARE = 16   # of the latency budget, kept for the sector and line probes
+LATENCY_PROBE_SHARE = 21   # of the latency budget, kept for the sector and line probes (16 chases,
+                           # and the L2's stride probe: measure.transfer.STRIDES_BYTES)
 
 
 def measure_latency(session: SessionReport, device: TimingDevice, log: MeasurementLog, opts: SessionOptions,
@@ -209,7 +210,7 @@ def probe_latency_lines(session: SessionReport, targets, log: MeasurementLog, op
     from measure.transfer import STRIDES_BYTES, run_transfer_probes
     t = time.perf_counter()
     probes = [ProbeTarget(name, size, l2only, cold) for name, size, l2only, cold in targets]
-    n = run_probes(session.latency_meter, probes, log, LATENCY_PROBE_SHARE, on_point)
+    n = run_probes(session.latency_meter, probes, log, LATENCY_PROBE_SHARE - len(STRIDES_BYTES), on_point)
     # the unit the first level past the L1 hands to the SMs, by stride bandwidth (measure.transfer)
     past_l1 = [(name, size) for name, size, l2only, _cold in targets if l2only][:1]
     if past_l1 and hasattr(session.latency_meter.device, "time_strided"):
