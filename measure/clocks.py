@@ -18,6 +18,19 @@ def _nvml():
         return None
 
 
+def nvidia_gpu_count() -> int | None:
+    """GPUs the NVIDIA driver sees (NVML), or None without NVML: counting them this way does
+    not import torch (3-4 s on an H200 host, which a node run's parent would pay before its
+    children start)."""
+    nv = _nvml()
+    if nv is None:
+        return None
+    try:
+        return int(nv.nvmlDeviceGetCount())
+    except Exception:
+        return None
+
+
 def _amdsmi():
     try:
         import amdsmi

@@ -27,6 +27,12 @@ def _torch():
 
 
 def gpu_count() -> int:
+    """GPUs this process may use: NVML's count where CUDA_VISIBLE_DEVICES does not narrow them
+    (no torch import), else torch's."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is None:
+        n = clocks.nvidia_gpu_count()
+        if n:
+            return n
     torch = _torch()
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -80,6 +81,7 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
             log = open(root / f"gpu{gpu}.log", "w")
             procs.append((gpu, sub, log, subprocess.Popen(_child_argv(args, gpu, profile, sub), stdout=log,
                                                           stderr=subprocess.STDOUT, env=dict(os.environ))))
+        _warm_fleet_report()   # while the children measure: the parent has nothing else to do
         results, failed = [], []
         for gpu, sub, log, proc in procs:
             rc = proc.wait()
@@ -104,6 +106,19 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
     if stopped:
         failed.append(stopped)
     return finish(results, args, root, failed, same_time=True)
+
+
+def _warm_fleet_report() -> None:
+    """Import the fleet report's stack and set up matplotlib's fonts in a thread (about a second
+    that would otherwise follow the children's end)."""
+    def work():
+        try:
+            import reports.fleet_plot  # noqa: F401
+            from reports.plot import warm_fonts
+            warm_fonts()
+        except Exception:     # the report imports again after the children and says what failed
+            pass
+    threading.Thread(target=work, name="detect-caches-fleet-warm-up", daemon=True).start()
 
 
 def _last_line(path: Path) -> str:

@@ -350,3 +350,27 @@ def test_device_timing_on_the_simulator_and_single_wave_refusal(tmp_path, capsys
                  "--out", str(tmp_path / "refused"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "one wave" in err
+
+
+def test_gpu_count_without_torch_where_nvml_answers(monkeypatch):
+    """`--gpu all` counts GPUs through NVML (no torch import in the node's parent: 3-4 s on an
+    H200 host); CUDA_VISIBLE_DEVICES narrows what torch sees, so then torch answers."""
+    import measure.gpu as gpu
+
+    class FakeTorch:
+        class cuda:
+            is_available = staticmethod(lambda: True)
+            device_count = staticmethod(lambda: 1)
+
+    def no_torch():
+        raise AssertionError("torch imported")
+    monkeypatch.setattr(gpu.clocks, "nvidia_gpu_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(gpu, "_torch", no_torch)
+    assert gpu.gpu_count() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setattr(gpu, "_torch", lambda: FakeTorch)
+    assert gpu.gpu_count() == 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(gpu.clocks, "nvidia_gpu_count", lambda: None)   # no NVML (AMD, no driver)
+    assert gpu.gpu_count() == 1
