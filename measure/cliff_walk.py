@@ -55,6 +55,7 @@ def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transiti
         if g not in sweep.state.values and sweep._measure(g, "refine") is None:
             return
 
+
 def cliff_near(sweep: "AdaptiveSweep", lo: float, hi: float) -> bool:
     """Whether two neighbouring sizes in [lo, hi] show a cliff: a fall of at least 5% (and 2
     sweep sigmas) at a slope of 8 or more (ln bandwidth per ln size; an H200's L1: 15-70).
