@@ -1,15 +1,8 @@
 """The kernel on the CPU: results in Triton's interpreter, and the loads it compiles to for
 sm_90 (H100/H200) and gfx942 (MI300X), cross-compiled without a GPU."""
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from cross import run_cross
 
 
 @pytest.mark.parametrize("flavour", [0, 1, 2, 3])
@@ -67,11 +60,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def compiled_loads():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-c", CROSS], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_cross(CROSS)
 
 
 @pytest.mark.parametrize("load,modifier", [(0, "ld.volatile.global.v4"), (1, "ld.global.v4"),

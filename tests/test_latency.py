@@ -2,13 +2,11 @@
 the compiled loop is one dependent load per hop (cross-compiled), and on the simulator the
 latencies, line and sector sizes and the H200's near and far L2 halves come back."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cross import run_cross
 
 from measure.chains import ChainSpec, build_host_chain, is_one_cycle, walk_host_chain
 
@@ -74,11 +72,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def chase_code():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.run([sys.executable, "-c", CROSS], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_cross(CROSS)
 
 
 @pytest.mark.parametrize("l2,op", [(0, "ld.global.u64"), (1, "ld.global.cg.u64")])
