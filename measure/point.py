@@ -63,7 +63,7 @@ class PointMeter:
         if not (longest_ms > pol.target_ms / 3 and math.isfinite(bw) and bw > 0):
             # the guess was far off (a cache level was reached or left): size the launch again
             if math.isfinite(bw) and bw > 0:
-                guess = bw
+                guess = self._plausible(bw)
             else:
                 guess = guess * pol.target_ms / max(longest_ms, 1e-3)
             iters = self._iters(bytes_per_pass, guess, pol.target_ms)
@@ -71,13 +71,22 @@ class PointMeter:
             bw = fit.bandwidth_gbs(bytes_per_pass)
         if not fit.r2 >= pol.min_r2:
             flags.add("remeasured")
-            iters = self._iters(bytes_per_pass, bw if bw > 0 else guess, pol.target_ms * 2)
+            # sized by what the longest launch took, not by the poor fit's slope alone: a fit
+            # whose slope a noise burst flattened read 10 PB/s once on an H200 and sized the
+            # re-measurement at 2 million load iterations (32 s for one point)
+            whole_gbs = bytes_per_pass * iters[-1] / (longest_ms * 1e6) if longest_ms > 0 else guess
+            guess = min(bw, whole_gbs) if math.isfinite(bw) and bw > 0 else whole_gbs
+            iters = self._iters(bytes_per_pass, self._plausible(guess), pol.target_ms * 2)
             fit, longest_ms = self._fit(config, stream_bytes, iters, pol.repeats * 2)
             bw = fit.bandwidth_gbs(bytes_per_pass)
             if not fit.r2 >= pol.min_r2:
                 flags.add("poor_r2")
         return self._record(config, stream_bytes, phase, bw, flags, iters[-1], fit.slope_ms,
                             fit.intercept_ms, fit.r2, "events")
+
+    def _plausible(self, gbs: float) -> float:
+        """A bandwidth to size launches by, never above the device's physical ceiling."""
+        return min(gbs, self.ceiling_gbs * self.policy.ceiling_slack) if self.ceiling_gbs else gbs
 
     def _clock_run(self, config: LaunchConfig, stream_bytes: int, iters: int, repeats: int):
         ct = self.device.time_in_kernel(config, stream_elems_for(stream_bytes), self.policy.warm_iters,
@@ -95,7 +104,7 @@ class PointMeter:
         iters = self._iters(bytes_per_pass, guess, pol.target_ms)[-1]
         ct, ns, spread = self._clock_run(config, stream_bytes, iters, pol.repeats)
         if not ns > 1e6 * pol.target_ms / 3:      # the guess was far off: size the phase again
-            guess = bytes_per_pass * iters / ns if ns > 0 else guess * 10
+            guess = self._plausible(bytes_per_pass * iters / ns) if ns > 0 else guess * 10
             iters = self._iters(bytes_per_pass, guess, pol.target_ms)[-1]
             ct, ns, spread = self._clock_run(config, stream_bytes, iters, pol.repeats)
         if spread > pol.max_spread:
