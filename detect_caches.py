@@ -434,8 +434,13 @@ def main(argv: list[str] | None = None) -> int:
 def cli() -> None:
     """The console entry point: ``main``, then a quick exit. Everything is written and closed by
     then (files atomically, the measurements CSV synced); what is left is tearing down the CUDA
-    context, Triton and the interpreter, 0.3 s and more after a GPU run, that a user waits on."""
+    context, Triton and the interpreter, 0.3 s and more after a GPU run, that a user waits on.
+    Before anything heavy is imported, bytecode of modules Python keeps none of gets a cache
+    (pipeline/bytecode.py: about 2 s of torch's import on hosts installed without it)."""
+    from pipeline import bytecode
+    bytecode.install()
     code = main()
+    bytecode.flush()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
