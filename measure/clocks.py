@@ -18,6 +18,11 @@ def _nvml():
         return None
 
 
+def nvml_init() -> bool:
+    """Initialise NVML ahead (measure.early): later calls find it done. False without it."""
+    return _nvml() is not None
+
+
 def nvidia_gpu_count() -> int | None:
     """GPUs the NVIDIA driver sees (NVML), or None without NVML: counting them this way does
     not import torch (3-4 s on an H200 host, which a node run's parent would pay before its

@@ -98,7 +98,9 @@ class TritonGPU:
     """Times the Triton kernel on one GPU. One buffer, allocated once, serves every point."""
 
     def __init__(self, index: int = 0):
+        from measure.early import EarlyStart
         t0 = time.perf_counter()
+        self._early = EarlyStart()          # Triton's cache key and NVML, beside torch's import
         torch = _torch()
         t1 = time.perf_counter()
         if not torch.cuda.is_available():
@@ -145,6 +147,7 @@ class TritonGPU:
     def _precompile(self, configs: list[LaunchConfig], chase: bool) -> None:
         from concurrent.futures import ThreadPoolExecutor
         t = time.perf_counter()
+        self._early.wait()
         try:
             from measure.chase import chase_kernel
             from measure.kernel import stream_load_kernel
@@ -223,12 +226,18 @@ class TritonGPU:
         (Triton compiles, or loads from its cache, on the first launch)."""
         if key in self._compiled:
             return first_launch()
+        self._wait_early()
         t = time.perf_counter()
         out = first_launch()
         self.torch.cuda.synchronize()
         self.compile_seconds += time.perf_counter() - t
         self._compiled.add(key)
         return out
+
+    def _wait_early(self) -> None:
+        """Let the early thread finish Triton's cache key before a launch needs it (measure.early)."""
+        if self._early.wait() and "Triton cache key, NVML (in a thread)" not in self.startup_seconds:
+            self.startup_seconds["Triton cache key, NVML (in a thread)"] = self._early.seconds
 
     def _guarded(self, body):
         """Run launches, turning torch's failures into one-line DeviceErrors."""

@@ -1,0 +1,49 @@
+"""measure/early.py: Triton's cache key computed in a thread started before torch's import, so
+that the first launch finds it done; failures stay in the thread."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from measure import early
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_key_is_computed_once_in_the_thread_and_the_first_launch_finds_it():
+    triton_key = early._triton_key()
+    if triton_key is None:
+        pytest.skip("Triton is not installed")
+    triton_key.cache_clear()
+    start = early.EarlyStart(nvml=False)
+    assert start.wait(120)
+    info = triton_key.cache_info()
+    assert start.error == "" and start.seconds > 0
+    assert (info.currsize, info.misses) == (1, 1)
+    triton_key()                                  # what Triton's first launch calls
+    assert triton_key.cache_info().hits == info.hits + 1 and triton_key.cache_info().misses == 1
+
+
+def test_a_failure_stays_in_the_thread(monkeypatch):
+    def broken():
+        raise RuntimeError("no libtriton here\nsecond line")
+    monkeypatch.setattr(early, "_triton_key", lambda: broken)
+    start = early.EarlyStart(nvml=False)
+    assert start.wait(10)
+    assert start.error == "RuntimeError: no libtriton here"
+
+
+def test_it_runs_beside_torchs_import_without_waiting_on_it():
+    pytest.importorskip("torch")
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from measure.early import EarlyStart\n"
+            "s = EarlyStart(nvml=False)\n"
+            "import torch\n"
+            "assert s.wait(120), 'the early thread did not finish'\n"
+            "print(repr(s.error), 'triton' in sys.modules)\n") % str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("''")
