@@ -20,6 +20,7 @@ import marshal
 import os
 import sys
 import threading
+import time
 
 ENV = "DETECT_CACHES_BYTECODE_CACHE"
 
@@ -67,27 +68,34 @@ class CachingLoader(importlib.machinery.SourceFileLoader):
         except (OSError, EOFError, ValueError, TypeError):   # missing, cut short or foreign: compile
             pass
         code = self.source_to_code(self.get_data(source_path), source_path)
-        _WRITER.put(cached, header + marshal.dumps(code))
+        _WRITER.put(cached, header, code)
         return code
 
 
 class _Writer:
-    """Writes cache files in a thread: on an empty cache, writing about 1,000 files on the main
-    thread cost 0.7 s of a first run on the H200 host. Each file is whole or absent (a
-    temporary file, then a rename), since two processes of a node may write the same one; a
-    cache that cannot be written only means compiling next time."""
+    """Writes cache files in a thread, once imports pause: on an empty cache, writing about
+    1,000 files on the main thread cost 0.7 s of a first run on the H200 host, and writing them
+    beside torch's import still 0.4 s (both want the interpreter). After a quiet ``QUIET_S``
+    (torch's import is over: the CUDA context, the GPU waits leave the interpreter free) or when
+    flushed. Each file is whole or absent (a temporary file, then a rename), since two processes
+    of a node may write the same one; a cache that cannot be written only means compiling next
+    time."""
+
+    QUIET_S = 0.25
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._items: list[tuple[str, bytes]] = []
+        self._items: list[tuple[str, bytes, object]] = []
         self._busy = False
+        self._now = False           # flush asked: write without waiting for a pause
+        self._last_put = 0.0
         self._dirs: set[str] = set()
         self._thread: threading.Thread | None = None
 
-    def put(self, path: str, data: bytes) -> None:
+    def put(self, path: str, header: bytes, code) -> None:
         with self._cond:
-            self._items.append((path, data))
-            self._cond.notify()
+            self._items.append((path, header, code))
+            self._last_put = time.monotonic()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="detect-caches-bytecode", daemon=True)
                 self._thread.start()
@@ -95,13 +103,19 @@ class _Writer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._items:
-                    self._busy = False
-                    self._cond.notify_all()
-                    self._cond.wait()
+                while True:
+                    if not self._items:
+                        self._busy = False
+                        self._cond.notify_all()
+                        self._cond.wait()
+                        continue
+                    quiet = time.monotonic() - self._last_put
+                    if self._now or quiet >= self.QUIET_S:
+                        break
+                    self._cond.wait(self.QUIET_S - quiet)
                 self._busy = True
-                path, data = self._items.pop(0)
-            self._write(path, data)
+                path, header, code = self._items.pop(0)
+            self._write(path, header + marshal.dumps(code))
 
     def _write(self, path: str, data: bytes) -> None:
         folder = os.path.dirname(path)
@@ -120,8 +134,10 @@ class _Writer:
                 pass
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every file given so far is written (or ``timeout`` s); True when done."""
+        """Write every file given so far now (within ``timeout`` s); True when done."""
         with self._cond:
+            self._now = True
+            self._cond.notify_all()
             return self._cond.wait_for(lambda: not self._items and not self._busy, timeout)
 
 

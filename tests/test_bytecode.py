@@ -116,3 +116,22 @@ def test_install_is_idempotent_and_sits_before_the_path_finder(monkeypatch, tmp_
     b = bytecode.install({bytecode.ENV: str(tmp_path)})
     assert a is b and sum(isinstance(f, bytecode.CachingFinder) for f in sys.meta_path) == 1
     assert sys.meta_path.index(a) + 1 == sys.meta_path.index(importlib.machinery.PathFinder)
+
+
+def test_writes_wait_for_a_pause_in_the_imports_or_a_flush(tmp_path):
+    import time
+    writer = bytecode._Writer()
+    writer.QUIET_S = 0.4
+    code = compile("X = 1\n", "x.py", "exec")
+    writer.put(str(tmp_path / "a.pyc"), b"h" * 16, code)
+    time.sleep(0.1)
+    assert not (tmp_path / "a.pyc").exists()          # imports may still be going on: not yet
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "a.pyc").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    import marshal
+    assert marshal.loads((tmp_path / "a.pyc").read_bytes()[16:]) == code
+    writer.QUIET_S = 60.0
+    writer.put(str(tmp_path / "sub" / "b.pyc"), b"h" * 16, code)
+    assert writer.flush(10) and (tmp_path / "sub" / "b.pyc").exists()   # at exit: written at once
+    assert [p.name for p in tmp_path.rglob("*.tmp")] == []
