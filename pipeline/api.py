@@ -23,6 +23,7 @@ from pathlib import Path
 from measure.errors import DetectCachesError, InputError
 
 T0 = time.perf_counter()   # close to process start when the CLI imports this
+SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (see _measure_and_write)
 
 
 @dataclass
@@ -198,10 +199,12 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
 def _measure_and_write(device, opts, out: Path | None, base: dict | None, progress, tolerances: dict) -> Result:
     t0 = time.perf_counter()
     # threads warm up imports, compile kernels and render the plot while the GPU measures: let
-    # the measuring thread take the interpreter back within 0.5 ms (not Python's 5 ms), so that
-    # a launch is never queued late behind them
+    # the measuring thread take the interpreter back within 20 us (not Python's 5 ms). A timed
+    # launch queued late leaves the GPU idle inside the timed span; on an H200 beside a thread
+    # running Python, 0.5 ms spoilt fits (re-measured points, negative slopes: 47-133 ms a point
+    # where 6-9 ms do), 0.1 ms did now and then, 20 us never (benchmarks/explore_queue.py)
     switch = sys.getswitchinterval()
-    sys.setswitchinterval(min(switch, 0.0005))
+    sys.setswitchinterval(min(switch, SWITCH_INTERVAL_S))
     try:
         return _measure_and_write_inner(device, opts, out, base, progress, tolerances, t0)
     finally:
