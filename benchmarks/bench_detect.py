@@ -28,6 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR_CODE = ("import time; t = time.perf_counter(); import torch; torch.cuda.init(); "
               "torch.empty(1, device='cuda'); print(time.perf_counter() - t)")
+# the same with the bytecode cache the command line keeps where Python keeps none (pipeline/bytecode.py)
+CACHED_FLOOR_CODE = ("import time; t = time.perf_counter(); from pipeline import bytecode; bytecode.install(); "
+                     + FLOOR_CODE.split("; ", 2)[2])
 
 
 def fresh(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
@@ -36,11 +39,11 @@ def fresh(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess
     return time.perf_counter() - t, proc
 
 
-def floor_seconds(gpu: int, env: dict) -> list[float]:
+def floor_seconds(gpu: int, env: dict, code: str = FLOOR_CODE) -> list[float]:
     """Wall time of a fresh process that only imports torch and creates the CUDA context."""
     out = []
     for _ in range(2):
-        wall, proc = fresh([sys.executable, "-c", FLOOR_CODE], dict(env, CUDA_VISIBLE_DEVICES=str(gpu)))
+        wall, proc = fresh([sys.executable, "-c", code], dict(env, CUDA_VISIBLE_DEVICES=str(gpu)))
         if proc.returncode == 0:
             out.append(round(wall, 2))
     return out
@@ -223,7 +226,7 @@ def main() -> int:
     if args.report_only:
         args.out = args.report_only
         old = json.loads((args.out / "bench.json").read_text())
-        floor, node = old["floor_s"], old["node"]
+        floor, node, cached_floor = old["floor_s"], old["node"], old.get("cached_floor_s", [])
         args.no_latency_first = old.get("no_latency_first", False)
 
         def load(prefix: str, rows: list[dict]) -> list[dict]:
@@ -239,6 +242,7 @@ def main() -> int:
         args.out.mkdir(parents=True, exist_ok=False)
         env = dict(os.environ)
         env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-triton-")   # empty: as after an install
+        env["DETECT_CACHES_BYTECODE_CACHE"] = tempfile.mkdtemp(prefix="bench-bytecode-")   # likewise
         floor = [] if args.simulate else floor_seconds(args.gpu, env)
         def full_runs():
             return [one_run(args, args.out / f"run{i + 1}", env, []) for i in range(args.runs)]
@@ -252,6 +256,7 @@ def main() -> int:
         else:
             runs = full_runs()
             quick = quick_runs()
+        cached_floor = [] if args.simulate else floor_seconds(args.gpu, env, CACHED_FLOOR_CODE)
         node = None
         if args.node:
             wall, proc = fresh([sys.executable, "-m", "detect_caches", "--gpu", "all", "--out",
@@ -262,12 +267,14 @@ def main() -> int:
     lines = [f"# detect-caches benchmark, {time.strftime('%Y-%m-%d %H:%M')}", "",
              f"Device: {dev['name']} {dev.get('uuid', '')}, driver {dev.get('driver')}, torch {dev.get('torch')}, "
              f"triton {dev.get('triton')}; SM clock seen {runs[0]['method'].get('sm_clock_seen_mhz')} MHz.", "",
-             f"Floor (fresh process: import torch, CUDA context): {', '.join(f'{f:.2f}' for f in floor)} s.", ""]
+             f"Floor (fresh process: import torch, CUDA context): {', '.join(f'{f:.2f}' for f in floor)} s"
+             + (f"; with the command line's bytecode cache, after the runs: {', '.join(f'{f:.2f}' for f in cached_floor)} s"
+                if cached_floor else "") + ".", ""]
     rows = []
     for tag, group in (("full", runs), ("--no-latency", quick)):
         for i, r in enumerate(group):
             empty = i == 0 and (tag == "full") != bool(args.no_latency_first and quick)
-            rows.append([f"{tag} {i + 1}" + (" (empty Triton cache)" if empty else ""),
+            rows.append([f"{tag} {i + 1}" + (" (empty Triton and bytecode caches)" if empty else ""),
                          f"{r['_wall_s']:.2f}", str(r["measurements"]),
                          f"{r['_wall_s'] - min(floor):.2f}" if floor else "-",
                          ", ".join(f"{k} {v:.2f}" for k, v in split(r).items())])
@@ -298,7 +305,7 @@ def main() -> int:
     if rr:
         lines += ["Repeatability between the runs, next to what each run said (1 sigma):", ""]
         lines += table(["level", "figure", "runs", "sd seen", "max-min", "said (median)"], rr) + [""]
-    rec = {"floor_s": floor, "no_latency_first": bool(args.no_latency_first),
+    rec = {"floor_s": floor, "cached_floor_s": cached_floor, "no_latency_first": bool(args.no_latency_first),
            "runs": [{"wall_s": r["_wall_s"], "written_s": r.get("_written_s"), "measurements": r["measurements"],
                      "split_s": split(r), "levels": r["levels"], "method": r["method"]} for r in runs],
            "no_latency_runs": [{"wall_s": r["_wall_s"], "written_s": r.get("_written_s"), "split_s": split(r)}
