@@ -34,7 +34,7 @@ class BurstStub:
 
 
 def test_a_flattened_fit_does_not_size_a_huge_remeasurement():
-    stub = BurstStub(7300.0)
+    stub = BurstStub(7300.0, bursts=2)                 # the first timing and its repeat
     meter = PointMeter(stub, PointPolicy())
     meter._guess_gbs["shared"] = 7300.0
     m = meter.measure(CONFIG, 8192, phase="check")      # 4.125 MiB over the device, as on the H200
@@ -51,3 +51,13 @@ def test_sizing_never_assumes_more_than_the_ceiling():
     ceiling = H200.max_plausible_gbs()
     assert ceiling and meter._plausible(1e7) == ceiling * meter.policy.ceiling_slack
     assert meter._plausible(5000.0) == 5000.0
+
+
+def test_a_burst_that_hit_one_measurement_costs_one_repeat_of_the_same_launches():
+    stub = BurstStub(7300.0, bursts=1)
+    meter = PointMeter(stub, PointPolicy())
+    meter._guess_gbs["shared"] = 7300.0
+    m = meter.measure(CONFIG, 8192, phase="coarse")
+    assert len(stub.calls) == 2 and stub.calls[0] == stub.calls[1]
+    assert "remeasured" in m.flag_set and "poor_r2" not in m.flag_set
+    assert abs(m.bandwidth_gbs / 7300.0 - 1) < 0.01 and m.r2 >= 0.999
