@@ -2,6 +2,7 @@
 measurements.csv and device facts) states the figures that run showed; gpu-benches on H200s of
 the same machine put the L1 at 17.2-17.3 ns, the near L2 at 143 ns to ~27 MiB, a far half at
 230-240 ns from 37 to ~51 MiB and memory at 334-349 ns."""
+import json
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,23 @@ def test_h200_l2_sector_is_32_bytes_by_stride_bandwidth(run):
     by = {lv.name: lv for lv in det.levels}
     assert by["L2"].sector_bytes == 32 and by["L2"].line_bytes == 128
     assert (by["L1"].line_bytes, by["L1"].sector_bytes) == (128, 32)
+
+
+FIFTH = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30"
+
+
+@pytest.mark.parametrize("run", [f"{call}/after/{r}" for call in ("final5b", "final5c")
+                                 for r in ("run1", "run2", "run3", "no-latency1", "no-latency2")])
+def test_fifth_session_runs_read_again_as_they_were_reported(run):
+    """The fifth session's last two calls (single H200 GPU-21768667; two-GPU host, GPU 0
+    GPU-7d9f2e42), with the 20 us switch interval and, in the second, the cheap repeat of a poor
+    fit: the L1 at 221 KiB as a cliff in every run, the L2 a hashed-set fall at 55.7-58.0 MiB,
+    and the analysis of the recorded measurements gives the capacities each run reported."""
+    path = FIFTH / run
+    reported = {lv["name"]: lv for lv in json.loads((path / "result.json").read_text())["levels"]}
+    det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
+    by = {lv.name: lv for lv in det.levels}
+    assert by["L1"].capacity_bytes == 221 * KIB and by["L1"].fall_shape == CLIFF
+    assert 55.7 * MIB <= by["L2"].capacity_bytes <= 58.0 * MIB and by["L2"].fall_shape == "hashed-set fall"
+    for name in ("L1", "L2"):
+        assert abs(by[name].capacity_bytes / reported[name]["capacity_bytes"] - 1) < 1e-6
