@@ -91,6 +91,7 @@ class _Writer:
         self._last_put = 0.0
         self._dirs: set[str] = set()
         self._thread: threading.Thread | None = None
+        self.root = ""              # made private to the user (0700) before anything below it
 
     def put(self, path: str, header: bytes, code) -> None:
         with self._cond:
@@ -122,6 +123,9 @@ class _Writer:
         tmp = f"{path}.{os.getpid()}.tmp"
         try:
             if folder not in self._dirs:
+                if self.root and self.root not in self._dirs:
+                    os.makedirs(self.root, mode=0o700, exist_ok=True)
+                    self._dirs.add(self.root)
                 os.makedirs(folder, exist_ok=True)
                 self._dirs.add(folder)
             with open(tmp, "wb") as f:
@@ -184,6 +188,7 @@ def install(environ=os.environ) -> CachingFinder | None:
         if isinstance(finder, CachingFinder):
             return finder
     finder = CachingFinder(root)
+    _WRITER.root = root
     at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
     sys.meta_path.insert(at, finder)
     return finder

@@ -63,6 +63,7 @@ def test_modules_without_bytecode_are_cached_outside_the_sources(lib, tmp_path):
     assert cached.read_bytes()[:4] == importlib.util.MAGIC_NUMBER
     assert not (lib / "pkg" / "__pycache__" / f"mod.{sys.implementation.cache_tag}.pyc").exists()
     assert sorted(p.name for p in (lib / "pkg").iterdir()) == ["__init__.py", "__pycache__", "compiled.py", "mod.py"]
+    assert cache.stat().st_mode & 0o077 == 0                  # the user's own: no one else plants bytecode
 
 
 def test_the_cached_bytecode_is_what_runs_until_the_source_changes(lib, tmp_path):
