@@ -74,7 +74,7 @@ class PointMeter:
             # first the same launches once more: what spoils most fits is a burst that hits one
             # measurement (a thread holding the interpreter while a launch waits, a clock step),
             # gone in a repeat that costs a quarter of the longer re-measurement below
-            again, again_ms = self._fit(config, stream_bytes, iters, pol.repeats)
+            again, _ = self._fit(config, stream_bytes, iters, pol.repeats)
             if again.r2 >= pol.min_r2:
                 return self._record(config, stream_bytes, phase, again.bandwidth_gbs(bytes_per_pass), flags,
                                     iters[-1], again.slope_ms, again.intercept_ms, again.r2, "events")

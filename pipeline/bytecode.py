@@ -14,6 +14,7 @@ the user set is left to Python.
 """
 from __future__ import annotations
 
+import collections
 import importlib.machinery
 import importlib.util
 import marshal
@@ -85,7 +86,7 @@ class _Writer:
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._items: list[tuple[str, bytes, object]] = []
+        self._items: collections.deque[tuple[str, bytes, object]] = collections.deque()
         self._busy = False
         self._now = False           # flush asked: write without waiting for a pause
         self._last_put = 0.0
@@ -115,7 +116,7 @@ class _Writer:
                         break
                     self._cond.wait(self.QUIET_S - quiet)
                 self._busy = True
-                path, header, code = self._items.pop(0)
+                path, header, code = self._items.popleft()
             self._write(path, header + marshal.dumps(code))
 
     def _write(self, path: str, data: bytes) -> None:
