@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR_CODE = ("import time; t = time.perf_counter(); import torch; torch.cuda.init(); "
-              "torch.empty(1, device='cuda'); print(time.perf_counter() - t)")
+_START = "import time; t = time.perf_counter(); "
+_TORCH = "import torch; torch.cuda.init(); torch.empty(1, device='cuda'); print(time.perf_counter() - t)"
+FLOOR_CODE = _START + _TORCH
 # the same with the bytecode cache the command line keeps where Python keeps none (pipeline/bytecode.py)
-CACHED_FLOOR_CODE = ("import time; t = time.perf_counter(); from pipeline import bytecode; bytecode.install(); "
-                     + FLOOR_CODE.split("; ", 2)[2])
+CACHED_FLOOR_CODE = _START + "from pipeline import bytecode; bytecode.install(); " + _TORCH
 
 
 def fresh(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
