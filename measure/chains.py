@@ -27,6 +27,7 @@ class ChainSpec:
     l2only: bool = False         # loads that skip the L1 (NVIDIA .cg)
     seed: int = 0
     cold: bool = False           # walk a part at a time, on lines no earlier walk touched
+    carveout_kib: int | None = None   # shared memory carved out of the L1 (NVIDIA); None: the driver's choice
 
     def __post_init__(self) -> None:
         if self.elements < 2:

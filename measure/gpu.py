@@ -132,6 +132,9 @@ class TritonGPU:
         self._chain_order = None
         self._chain_pos = 0         # partial walks: where along the cycle the next one starts
         self.compile_seconds = 0.0   # first launches of each kernel variant (compile or cache load)
+        from measure.carveout import CarveoutSetter
+        self._carveouts = CarveoutSetter()
+        self._chase_kernels: dict[tuple, object] = {}   # compiled chase kernels, for their carveout
 
     def precompile(self, configs: list[LaunchConfig], *, chase: bool) -> None:
         """Compile every kernel variant the run will launch, in the background: Triton compiles a
@@ -257,22 +260,32 @@ class TritonGPU:
         rows = config.rows(self.facts.compute_units)
         load = flavour_code(config.load_flavour, self.facts.vendor)
 
-        def launch(iters: int) -> None:
-            kernel(x, y, stream_elems, iters, rows, BLOCK_SIZE=config.block_size, LOAD=load,
-                   ROW_BY_SM=config.row_by_sm, INTERLEAVE=config.interleave,
-                   num_warps=config.num_warps, num_stages=config.num_stages)
+        def launch(iters: int):
+            return kernel(x, y, stream_elems, iters, rows, BLOCK_SIZE=config.block_size, LOAD=load,
+                          ROW_BY_SM=config.row_by_sm, INTERLEAVE=config.interleave,
+                          num_warps=config.num_warps, num_stages=config.num_stages)
 
         return self._event_times(("events", config.block_size, config.num_warps, config.num_stages, load,
-                                  config.row_by_sm, config.interleave), launch, load_iters, repeats)
+                                  config.row_by_sm, config.interleave), launch, load_iters, repeats,
+                                 self._carveout_pct(config.carveout_kib))
 
-    def _event_times(self, key: tuple, launch, load_iters: Sequence[int], repeats: int) -> np.ndarray:
+    def _carveout_pct(self, carveout_kib: int | None) -> int | None:
+        if carveout_kib is None:
+            return None
+        from measure.carveout import preference_pct
+        return preference_pct(carveout_kib, self.facts)
+
+    def _event_times(self, key: tuple, launch, load_iters: Sequence[int], repeats: int,
+                     carveout_pct: int | None = None) -> np.ndarray:
         """ms per launch of ``launch(iters)`` by CUDA events, shape (len(load_iters), repeats),
         after the first launch of the variant ``key`` (timed as compiling) and one warm-up
-        launch that fills the caches."""
+        launch that fills the caches under the carveout asked (None: the driver's choice)."""
         torch = self.torch
 
         def run() -> list:
-            self._timed_compile(key, lambda: launch(max(load_iters)))
+            compiled = self._timed_compile(key, lambda: launch(max(load_iters)))
+            if self.facts.vendor == "nvidia":
+                self._carveouts.apply(compiled, carveout_pct)
             launch(max(load_iters))
             events = []
             for _ in range(repeats):
@@ -304,8 +317,9 @@ class TritonGPU:
         load = flavour_code("l2only" if spec.l2only else "cached", self.facts.vendor)
         kernel = strided_load_kernel[(spec.programs,)]
 
-        def launch(iters: int) -> None:
-            kernel(x, y, spec.slot_mask, iters, spec.stride_elems, BLOCK=BLOCK, LOAD=load, num_warps=NUM_WARPS)
+        def launch(iters: int):
+            return kernel(x, y, spec.slot_mask, iters, spec.stride_elems, BLOCK=BLOCK, LOAD=load,
+                          num_warps=NUM_WARPS)
         return self._event_times(("strided", load), launch, load_iters, repeats)
 
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
@@ -394,9 +408,9 @@ class TritonGPU:
         dev = f"cuda:{self.index}"
         out = torch.zeros(3, dtype=torch.int64, device=dev)
 
-        def launch(start: int, n_hops: int) -> None:
-            chase_kernel[(1,)](start, out, warm_hops, n_hops, L2ONLY=spec.l2only, CLOCK=clock,
-                               ASM=1 if self.facts.vendor == "nvidia" else 0, num_warps=1)
+        def launch(start: int, n_hops: int):
+            return chase_kernel[(1,)](start, out, warm_hops, n_hops, L2ONLY=spec.l2only, CLOCK=clock,
+                                      ASM=1 if self.facts.vendor == "nvidia" else 0, num_warps=1)
 
         def start_address(n_hops: int) -> int:
             if not spec.partial:
@@ -410,8 +424,11 @@ class TritonGPU:
             self._build_chain(spec)
             if spec.partial:
                 self._flush_l2()
-            if ("chase", spec.l2only) not in self._compiled:
-                self._timed_compile(("chase", spec.l2only), lambda: launch(start_address(16), 16))
+            key = ("chase", spec.l2only)
+            if key not in self._chase_kernels:
+                self._chase_kernels[key] = self._timed_compile(key, lambda: launch(start_address(16), 16))
+            if self.facts.vendor == "nvidia":
+                self._carveouts.apply(self._chase_kernels[key], self._carveout_pct(spec.carveout_kib))
             events = []
             for _ in range(repeats):
                 for n_hops in hops:

@@ -86,7 +86,8 @@ class LatencyMeter:
             phase=phase, timing=timing, flags=";".join(sorted(flags)),
             sm_clock_mhz=self.device.sm_clock_mhz() or math.nan, t_s=time.perf_counter() - self.t0,
             latency_ns=float(ns) if ok else math.nan, latency_cycles=float(cycles), stride_bytes=spec.slot_bytes,
-            order="sequential" if spec.sequential else "random", target=target)
+            order="sequential" if spec.sequential else "random", target=target,
+            carveout_kib=math.nan if spec.carveout_kib is None else float(spec.carveout_kib))
 
 
 @dataclass

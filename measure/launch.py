@@ -23,6 +23,7 @@ class LaunchConfig:
     row_by_sm: bool = False   # programs of one SM share its row (NVIDIA private sweep)
     interleave: bool = False  # rows interleaved chunk by chunk (all programs read neighbouring addresses)
     row_share: int = 1        # programs per row in the shared sweep (row = program % rows)
+    carveout_kib: int | None = None   # shared memory carved out of the L1 (NVIDIA); None: the driver's choice
 
     def __post_init__(self) -> None:
         check_block_size(self.block_size, internal=True)

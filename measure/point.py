@@ -143,4 +143,5 @@ class PointMeter:
             num_warps=config.num_warps, load_flavour=config.load_flavour, load_iters=load_iters,
             slope_ms=slope_ms, intercept_ms=intercept_ms, r2=r2, phase=phase, timing=timing,
             flags=";".join(sorted(flags)), sm_clock_mhz=self.device.sm_clock_mhz() or math.nan,
-            t_s=time.perf_counter() - self.t0)
+            t_s=time.perf_counter() - self.t0,
+            carveout_kib=math.nan if config.carveout_kib is None else float(config.carveout_kib))

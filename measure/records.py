@@ -55,6 +55,8 @@ class Measurement:
     stride_bytes: int = 0          # chase: bytes from one chain element's slot to the next
     order: str = ""                # chase: "random" (one cycle) or "sequential" (address order)
     target: str = ""               # probes: the level a sector or line probe is for
+    carveout_kib: float = math.nan  # shared memory the launch asked to carve out of the L1 (KiB);
+                                    # empty: the driver's own choice (measure.carveout)
 
     @property
     def flag_set(self) -> set[str]:

@@ -1,0 +1,115 @@
+"""Capacities on generated GPUs (tests/gpu_generator.py): the accuracy figures of BENCHMARKS.md.
+
+    python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--jobs 2] [--json out.json]
+
+Each GPU is run through the simulator (sweeps only: the capacities do not use the probes) and the
+detector, on each seed; the figures: (GPU, level) pairs within 3% / 10% / 20% of the truth on every
+seed, runs that found the right list of levels, intervals that miss the truth, seed-to-seed spread.
+SIMULATED: these are model figures, not hardware claims.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+
+def run_one(args) -> dict:
+    k, seed = args
+    from detector.analyze import detect_levels
+    from gpu_generator import draw_gpu, expected_levels
+    from measure.records import MeasurementLog
+    from measure.session import SessionOptions, characterize
+    from measure.simulated import SimulatedGPU, parse_profile
+    spec = dict(draw_gpu(k), seed=seed)
+    prof = parse_profile(spec)
+    log = MeasurementLog(None)
+    t = time.perf_counter()
+    characterize(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
+    t_measure = time.perf_counter() - t
+    t = time.perf_counter()
+    det = detect_levels(log.records, prof.facts)
+    return {"gpu": k, "seed": seed, "truth": expected_levels(spec),
+            "found": [(lv.name, lv.capacity_bytes, lv.capacity_low_bytes, lv.capacity_high_bytes, lv.fall_shape,
+                       lv.capacity_repeatability) for lv in det.levels],
+            "points": len(log.records), "analysis_s": time.perf_counter() - t, "measure_s": t_measure,
+            "shapes": {lv["name"]: lv.get("transition", "") + (" split" if lv.get("far_bandwidth_gbs") else "")
+                       for lv in spec["levels"]}}
+
+
+def summarize(runs: list[dict]) -> dict:
+    by_gpu: dict[int, list[dict]] = {}
+    for r in runs:
+        by_gpu.setdefault(r["gpu"], []).append(r)
+    pairs, right_lists, intervals, missed, spreads, worst = [], 0, 0, 0, [], []
+    for k, rs in sorted(by_gpu.items()):
+        for r in rs:
+            names = [n for n, *_ in r["found"]]
+            right = names == [n for n, _ in r["truth"]]
+            right_lists += right
+        for name, truth in rs[0]["truth"]:
+            if truth is None:
+                continue
+            errs, ests = [], []
+            for r in rs:
+                got = next((f for f in r["found"] if f[0] == name), None)
+                if got is None or got[1] is None:
+                    errs.append(math.inf)
+                    continue
+                errs.append(abs(got[1] / truth - 1))
+                ests.append(got[1])
+                intervals += 1
+                missed += not (got[2] <= truth <= got[3])
+            err = max(errs)
+            pairs.append(err)
+            if len(ests) >= 2:
+                spreads.append(max(ests) / min(ests) - 1)
+            worst.append((err, k, name, rs[0]["shapes"].get(name, ""), [round(e, 3) for e in errs]))
+    n = len(pairs)
+    share = lambda tol: sum(e <= tol for e in pairs) / max(n, 1)  # noqa: E731
+    spreads.sort()
+    return {"gpus": len(by_gpu), "runs": len(runs), "pairs": n, "within_3pct": share(0.03),
+            "within_10pct": share(0.10), "beyond_20pct": sum(e > 0.20 for e in pairs),
+            "right_levels": right_lists / max(len(runs), 1), "intervals_missing": missed / max(intervals, 1),
+            "spread_95th": spreads[int(0.95 * (len(spreads) - 1))] if spreads else 0.0,
+            "spread_within_2pct": sum(s <= 0.02 for s in spreads) / max(len(spreads), 1),
+            "analysis_s_max": max(r["analysis_s"] for r in runs),
+            "worst": sorted(worst, reverse=True)[:25]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpus", type=int, default=300)
+    ap.add_argument("--first", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    t = time.perf_counter()
+    jobs = [(k, s) for k in range(a.first, a.first + a.gpus) for s in range(1, a.seeds + 1)]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        runs = list(pool.map(run_one, jobs, chunksize=2))
+    s = summarize(runs)
+    if a.json:
+        a.json.write_text(json.dumps({"summary": s, "runs": runs}, default=str))
+    print(f"SIMULATED: {s['gpus']} generated GPUs x {a.seeds} seeds ({s['pairs']} level pairs) in "
+          f"{time.perf_counter() - t:.0f} s")
+    for key in ("within_3pct", "within_10pct", "beyond_20pct", "right_levels", "intervals_missing",
+                "spread_within_2pct", "spread_95th", "analysis_s_max"):
+        v = s[key]
+        print(f"  {key:20s} {v:.3f}" if isinstance(v, float) else f"  {key:20s} {v}")
+    print("worst:")
+    for w in s["worst"][:15]:
+        print("  ", w)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""The shared-memory carveout: on NVIDIA sm_70 and later the L1 and shared memory are one array
+per SM, and the driver carves shared memory out of it in a few fixed sizes, picking one per
+launch from the kernel's shared memory, its blocks per SM and the function's preference. The
+L1 a launch sees is what is left: array - carveout - a reserve. AMD's LDS is a separate array.
+
+A preference is a percentage of the largest shared memory per SM; the driver takes the smallest
+supported carveout at or above it (a hint: it never goes below what the resident blocks need).
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+
+from measure.device import DeviceFacts
+from measure.errors import DeviceError, InputError
+
+# Supported carveouts in KiB by compute capability (CUDA programming guide, per architecture).
+SUPPORTED_KIB = {
+    "sm_70": (0, 8, 16, 32, 64, 96), "sm_72": (0, 8, 16, 32, 64, 96), "sm_75": (32, 64),
+    "sm_80": (0, 8, 16, 32, 64, 100, 132, 164), "sm_86": (0, 8, 16, 32, 64, 100),
+    "sm_87": (0, 8, 16, 32, 64, 100, 132, 164), "sm_89": (0, 8, 16, 32, 64, 100),
+    "sm_90": (0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
+}
+# Newer parts follow Hopper's steps up to their own largest shared memory per SM.
+STEPS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+RESERVED_PER_BLOCK = 1024          # shared memory the system keeps per resident block (sm_80 and later)
+CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
+CU_SHAREDMEM_CARVEOUT_DEFAULT = -1
+
+
+def supported_carveouts(facts: DeviceFacts) -> tuple[int, ...]:
+    """The carveouts (KiB) the GPU offers; empty where shared memory is not carved from the L1
+    (AMD, NVIDIA before sm_70, or a device whose largest shared memory is unknown)."""
+    if facts.vendor != "nvidia" or not facts.arch.startswith("sm_"):
+        return ()
+    try:
+        major = int(facts.arch[3:-1] or 0)
+    except ValueError:
+        return ()
+    if major < 7:
+        return ()
+    known = SUPPORTED_KIB.get(facts.arch)
+    if known:
+        return known
+    if not facts.shared_bytes_per_cu:
+        return ()
+    top = facts.shared_bytes_per_cu / 1024
+    return tuple(c for c in STEPS_KIB if c <= top + 0.5)
+
+
+def reserved_per_block(facts: DeviceFacts) -> int:
+    """Shared memory the system keeps per resident block (0 before sm_80)."""
+    try:
+        major = int(facts.arch[3:-1])
+    except ValueError:
+        return 0
+    return RESERVED_PER_BLOCK if major >= 8 else 0
+
+
+def preference_pct(carveout_kib: int, facts: DeviceFacts) -> int:
+    """The preference (percent of the largest shared memory per SM) that asks for exactly
+    ``carveout_kib``: the largest whole percentage still at or below it and above the next
+    smaller supported carveout."""
+    steps = supported_carveouts(facts)
+    if carveout_kib not in steps:
+        raise InputError(f"the GPU offers carveouts of {', '.join(map(str, steps))} KiB, not {carveout_kib}")
+    top = max(steps)
+    if carveout_kib == top:
+        return 100
+    if carveout_kib == 0:
+        return 0
+    pct = math.floor(100 * carveout_kib / top)
+    below = max(c for c in steps if c < carveout_kib)
+    if pct * top / 100 <= below:   # rounding down fell on the step below: one more percent
+        pct += 1
+    return pct
+
+
+def least_carveout_kib(facts: DeviceFacts, shared_bytes_per_block: int, blocks_per_sm: int) -> int | None:
+    """The smallest supported carveout that holds ``blocks_per_sm`` resident blocks of a kernel
+    with this shared memory (what the driver must at least carve out for a launch)."""
+    steps = supported_carveouts(facts)
+    need = blocks_per_sm * (shared_bytes_per_block + reserved_per_block(facts)) / 1024
+    fits = [c for c in steps if c >= need]
+    return min(fits) if fits else None
+
+
+def parse_carveouts(text: str, facts: DeviceFacts) -> tuple[int, ...]:
+    """``all`` or a comma list of KiB (``0,32,100,228``), checked against what the GPU offers."""
+    steps = supported_carveouts(facts)
+    if not steps:
+        raise InputError(f"{facts.name or 'this GPU'} carves no shared memory out of its L1 (AMD's LDS is a "
+                         f"separate array; NVIDIA from sm_70): --carveouts does not apply")
+    if text.strip().lower() == "all":
+        return steps
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower().removesuffix("kib").strip()
+        try:
+            value = int(part)
+        except ValueError:
+            raise InputError(f"--carveouts takes all or KiB values such as 0,32,100,228, got {part!r}") from None
+        if value not in steps:
+            raise InputError(f"--carveouts: {facts.name or 'this GPU'} offers {', '.join(map(str, steps))} KiB, "
+                             f"not {value}")
+        if value not in out:
+            out.append(value)
+    if not out:
+        raise InputError("--carveouts needs at least one value (or all)")
+    return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class LaunchShared:
+    """What a launch's kernel needs of the array: shared memory per block, blocks per SM."""
+
+    shared_bytes_per_block: int
+    blocks_per_sm: int
+    preference_pct: int | None      # None: the driver's own choice
+
+    def to_dict(self, facts: DeviceFacts) -> dict:
+        return {"preference_pct": self.preference_pct, "shared_bytes_per_block": self.shared_bytes_per_block,
+                "blocks_per_sm": self.blocks_per_sm, "reserved_bytes_per_block": reserved_per_block(facts),
+                "least_carveout_kib": least_carveout_kib(facts, self.shared_bytes_per_block, self.blocks_per_sm)}
+
+
+class CarveoutSetter:
+    """Sets a compiled kernel's carveout preference through the CUDA driver (ctypes: no extra
+    package), remembering what each function holds so that a launch pays for no call."""
+
+    def __init__(self):
+        self._lib = None
+        self._held: dict[int, int] = {}
+
+    def _cuda(self):
+        if self._lib is None:
+            try:
+                self._lib = ctypes.CDLL("libcuda.so.1")
+            except OSError as exc:
+                raise DeviceError(f"could not load the CUDA driver to set a carveout ({exc})") from None
+        return self._lib
+
+    def apply(self, compiled, pct: int | None) -> None:
+        """Ask for ``pct`` percent (None: the driver's default) on ``compiled``'s function."""
+        fn = getattr(compiled, "function", None)
+        if fn is None:
+            init = getattr(compiled, "_init_handles", None)
+            if callable(init):
+                init()
+                fn = getattr(compiled, "function", None)
+        if fn is None:
+            if pct is None:
+                return
+            raise DeviceError("the compiled kernel has no CUDA function handle; its carveout cannot be set")
+        want = CU_SHAREDMEM_CARVEOUT_DEFAULT if pct is None else int(pct)
+        if self._held.get(int(fn), CU_SHAREDMEM_CARVEOUT_DEFAULT) == want:
+            return
+        rc = self._cuda().cuFuncSetAttribute(ctypes.c_void_p(int(fn)),
+                                             ctypes.c_int(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT),
+                                             ctypes.c_int(want))
+        if rc != 0:
+            raise DeviceError(f"the CUDA driver refused a carveout preference of {want}% (error {rc})")
+        self._held[int(fn)] = want
