@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from detector.analyze_sweep import analyze_sweep
+from detector.analyze_sweep import KNOWN_SPEED, analyze_sweep
 from detector.capacity import CapacityEstimate, estimate_capacity
 from detector.curve import build_curve
 from detector.labels import device_names, documented_bytes, per_cu_names
@@ -26,7 +26,10 @@ from measure.errors import InputError
 from measure.records import Measurement
 
 LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling gets a warning
-DEVICE_SPEED = 1.3       # a private plateau within this factor of the shared L2's speed is device-level
+DEVICE_SPEED = 1.3       # with no device fall to compare: a private plateau this much faster than the
+                         # shared sweep's first is per-SM/CU
+SAME_FALL = 1.3          # a private fall this close (device-wide bytes) to one of the shared sweep's is
+                         # the same device level's
 BANDWIDTH_FLOOR = 0.003  # run-to-run bandwidth spread a real card shows beyond its sampling noise
 CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a resolved cliff
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
@@ -109,12 +112,41 @@ def _footprint_scale(an: SweepAnalysis) -> float:
     return float(np.median(c.footprint_bytes / c.size_bytes))
 
 
+def _device_falls(shared: SweepAnalysis) -> list[float]:
+    """Where the shared sweep's levels end (device-wide bytes): each level's capacity, and where
+    each shelf inside its fall begins (a split L2's near half)."""
+    return [st.estimate.capacity_bytes for st in shared.steps] + \
+        [p.size_lo_bytes for st in shared.steps for p in st.partials]
+
+
+def _seen_in_shared(priv: SweepAnalysis, n: int, shared: SweepAnalysis, scale: float) -> bool:
+    """Is private plateau ``n`` a device level seen again: at a shared plateau's speed over
+    overlapping device-wide sizes, or falling where a shared level falls?"""
+    p = priv.plateaus[n]
+    lo, hi = p.size_lo_bytes * scale, p.size_hi_bytes * scale
+    for q in shared.plateaus:
+        if abs(p.level_log - q.level_log) <= KNOWN_SPEED and lo <= q.size_hi_bytes * 1.5 and hi >= q.size_lo_bytes / 1.5:
+            return True
+    if n < len(priv.steps):
+        at = max(priv.steps[n].estimate.capacity_bytes, p.size_hi_bytes) * scale
+        return any(at / SAME_FALL <= f <= at * SAME_FALL for f in _device_falls(shared))
+    return False
+
+
 def _per_cu_count(priv: SweepAnalysis, shared: SweepAnalysis | None, facts: DeviceFacts) -> int:
-    """How many of the private sweep's levels are per-SM/CU caches."""
+    """How many of the private sweep's levels are per-SM/CU caches. The shared sweep's loads skip
+    the L1, so a device level shows in both sweeps (at the same speed, falling at the same
+    device-wide footprint) and a per-SM/CU cache only in the private one; a private level well
+    faster than every device level is per-SM/CU however it falls (an L1 only 1.2x faster than
+    the L2 is still an L1: no speed cut-off decides alone)."""
     if shared is not None and shared.plateaus:
         device_gbs = shared.plateaus[0].bandwidth_gbs
+        scale = _footprint_scale(priv)
         n = 0
-        while n < len(priv.plateaus) and priv.plateaus[n].bandwidth_gbs > DEVICE_SPEED * device_gbs:
+        while n < len(priv.steps):
+            faster = priv.plateaus[n].bandwidth_gbs > DEVICE_SPEED * device_gbs
+            if not faster and _seen_in_shared(priv, n, shared, scale):
+                break
             n += 1
         return n
     # no device-level speed to compare with: the vendor's convention (two on RDNA, else one)
@@ -255,7 +287,8 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
         if any(r.sweep == name for r in records):
             known = tuple((p.level_log, p.size_lo_bytes, p.size_hi_bytes)
                           for p in sweeps["shared"].plateaus) if "shared" in sweeps else ()
-            an = analyze_sweep(build_curve(records, name), warnings, known=known)
+            an = analyze_sweep(build_curve(records, name), warnings, known=known,
+                               split_first=name == "shared" and facts.vendor == "nvidia")
             if an is not None:
                 sweeps[name] = an
     if not sweeps:

@@ -104,10 +104,25 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
     return levels, partials
 
 
+SPLIT_OCTAVES = (0.25, 1.3)   # a far half spans from half the level's size to all of it
+
+
+def _far_half(plateaus: list[Plateau]) -> bool:
+    """Is the second plateau the far half of a split first level: short, between its neighbours'
+    speeds, ending at about twice where it starts?"""
+    if len(plateaus) < 3:
+        return False
+    a, mid, c = plateaus[:3]
+    octaves = _octaves(mid)
+    return SPLIT_OCTAVES[0] <= octaves <= SPLIT_OCTAVES[1] and c.level_log < mid.level_log < a.level_log
+
+
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
-                  known: tuple = (), resamples: int = BOOTSTRAP) -> SweepAnalysis | None:
+                  known: tuple = (), resamples: int = BOOTSTRAP, split_first: bool = False) -> SweepAnalysis | None:
     """Plateaus, levels and the capacity of each fall; ``resamples``: the replicates behind each
-    capacity's repeatability (0 where nobody reads it)."""
+    capacity's repeatability (0 where nobody reads it); ``split_first``: the first level may be
+    split in two partitions with a slower far half (NVIDIA's L2): one level, its capacity where
+    the far half ends."""
     if len(curve) < MIN_POINTS:
         warnings.append(f"the {curve.sweep} sweep has {len(curve)} distinct sizes; at least "
                         f"{MIN_POINTS} are needed to find plateaus, so it was not analyzed")
@@ -128,6 +143,8 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
                         f"they are left out of the levels")
     scale = float(np.median(curve.footprint_bytes / curve.size_bytes))
     plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves, known, scale)
+    if split_first and _far_half(plateaus):
+        partials = sorted([*partials, plateaus.pop(1)], key=lambda p: p.first_bin)
     steps: list[Step] = []
     usable_until = None
     an = SweepAnalysis(curve.sweep, curve, plateaus, steps, seg, sigma, None, partials=partials,
@@ -139,7 +156,7 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
         # as memory does past a cache); the upper one's edge may already be inside the fall
         lo_log = local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
         est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i,
-                                resample_sigma=an.point_sigma, resamples=resamples)
+                                resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0)
         rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
         inner = [p for p in partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
         steps.append(Step(upper=i, estimate=est, rise=rise, partials=inner))

@@ -60,8 +60,8 @@ class Step:
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside the fall
 
 
-STEP_EDGE_BINS = 3   # the upper plateau's bins that go into a fall's estimate (noise further in
-                     # would end the plateau early; the estimate needs only its edge)
+STEP_EDGE_BINS = 8   # bins of each plateau that go into a fall's fit (an octave: the plateau speeds
+                     # are fitted with the fall, from points inside the plateaus)
 
 
 @dataclass
@@ -82,7 +82,7 @@ class SweepAnalysis:
         plateau's last bins, the fall, the lower plateau's first bins."""
         hi, lo = self.plateaus[i], self.plateaus[i + 1]
         first = max(hi.first_bin, hi.last_bin - STEP_EDGE_BINS)
-        last = min(lo.last_bin, lo.first_bin + 2)
+        last = min(lo.last_bin, lo.first_bin + STEP_EDGE_BINS)
         return (self.point_bin >= first) & (self.point_bin <= last)
 
 

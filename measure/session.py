@@ -69,7 +69,9 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
     if "shared" in opts.sweeps:
         programs = cus * opts.grid_multiplier
         cfg = LaunchConfig("shared", programs, opts.shared_block_size, opts.shared_num_warps, 1, "l2only")
-        want = 16 * _largest_cache(facts)
+        # past every documented cache, and at least 2 GiB: a cache no document names (AMD's
+        # Infinity Cache on an unknown part) must show its fall and memory past it
+        want = max(16 * _largest_cache(facts), 2 << 30)
         cap = min(want, memory_cap)
         if cap < want:
             warnings.append(f"the shared sweep stops at {cap / 2**20:.0f} MiB, the free device memory "
@@ -77,7 +79,8 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
         lo = max(4 * COARSE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // COARSE_BYTES * COARSE_BYTES)
         plans.append(SweepPlan(cfg, lo, cap // programs // COARSE_BYTES * COARSE_BYTES,
-                               opts.points_per_octave, sweep_budget - share * (len(plans))))
+                               opts.points_per_octave, sweep_budget - share * (len(plans)),
+                               extend_stream_bytes=memory_cap // programs // COARSE_BYTES * COARSE_BYTES))
     return plans, warnings
 
 

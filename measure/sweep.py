@@ -59,6 +59,9 @@ class SweepPlan:
     scan_step: float = 0.0
     scan_window: float = 0.06         # ... no further than this past it
     scan_points: int = 24
+    # the sweep goes on past max_stream_bytes, two octaves at a time up to this, while its last
+    # octave and a half still falls (a cache no document names, larger than the ones that are)
+    extend_stream_bytes: int = 0
 
     def coarse_sizes(self) -> list[int]:
         """Log-spaced sizes, points_per_octave of them per octave (one per octave past
@@ -132,6 +135,7 @@ class AdaptiveSweep:
         for size in coarse:
             self._measure(size, "coarse")
         coarse = [s for s in coarse if s in self.state.values]
+        coarse = self.extend(coarse)
         if len(coarse) >= 3:
             levels = np.array([self.state.level(s) for s in coarse])
             self.sigma = max(robust_sigma(levels, default=0.01), 0.002)
@@ -153,6 +157,25 @@ class AdaptiveSweep:
             if self.plan.scan_step > 0 and first is not None and coarse[first.left] < self.plan.large_bytes:
                 walk_cliff(self, coarse[first.left], coarse[first.right], first)
         return self.log.records[start:]
+
+    def extend(self, coarse: list[int]) -> list[int]:
+        """Coarse sizes past the planned end, two octaves at a time up to extend_stream_bytes,
+        while the last octave and a half is not flat (within 3 sigmas and 2%)."""
+        ppo = self.plan.points_per_octave
+        while len(coarse) >= 2 * ppo and coarse[-1] * 2 <= self.plan.extend_stream_bytes:
+            levels = np.array([self.state.level(s) for s in coarse])
+            sigma = max(robust_sigma(levels, default=0.01), 0.002)
+            k = max(2, ppo * 3 // 4)
+            drop = float(np.median(levels[-2 * k:-k]) - np.median(levels[-k:]))
+            if drop < max(3 * sigma, math.log10(1.02)):
+                break
+            top = min(coarse[-1] * 4, self.plan.extend_stream_bytes)
+            n = max(2, int(math.ceil(math.log2(top / coarse[-1]) * ppo)))
+            for size in sorted({round_to_granule(x, COARSE_BYTES) for x in np.geomspace(coarse[-1], top, n + 1)[1:]}):
+                if self._measure(size, "coarse") is None:
+                    break
+            coarse = sorted(s for s in self.state.values)
+        return coarse
 
     def first_level(self) -> tuple[float, ...]:
         """The speed (log10 GB/s) of the sweep's first plateau: the median of its first three

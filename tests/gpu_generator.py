@@ -41,6 +41,56 @@ def _round(nbytes: float, unit: int) -> int:
     return max(unit, int(round(nbytes / unit)) * unit)
 
 
+def fall_end(level: dict) -> float:
+    """Working set over capacity where the level's hit rate has fallen below 5% (at most 8)."""
+    from measure.sim_model import SimLevel, hit_rate
+    keys = ("transition", "width", "tail_hit", "tail_power", "decline_power", "collapse_ratio")
+    sim = SimLevel(level["name"], 1.0, 1, **{k: level[k] for k in keys if k in level})
+    return next((r for r in np.geomspace(1.0, 8.0, 200) if hit_rate(r, sim) < 0.05), 8.0)
+
+
+def _split_l2(rng, levels: list[dict], vendor: str) -> None:
+    """A split L2 (NVIDIA): two partitions, and in some a slower far half (a hashed fall)."""
+    l2 = next((lv for lv in levels if lv["name"] == "L2"), None)
+    if l2 is None or vendor != "nvidia" or rng.random() >= 0.5:
+        return
+    l2["partitions"] = 2
+    if rng.random() < 0.6:
+        l2["far"] = True
+        for key in ("tail_hit", "tail_power", "decline_power", "collapse_ratio"):
+            l2.pop(key, None)
+        l2["transition"], l2["width"] = "hashed", round(rng.uniform(0.02, 0.08), 4)
+
+
+def _capacities(rng, levels: list[dict], cus: int, xcds: int) -> None:
+    """Capacities in order, each level's plateau clear of the fall before it: a per-CU L0 of
+    16-32 KiB, an L1 of 16-256 KiB, device caches from 1.5x the L1s' sum and 2 MiB, each next one
+    at least 4x the last and 2.5x past where its fall ends, the largest at most 512 MiB."""
+    prev = None
+    top = 512 * MIB
+    for i, lv in enumerate(levels):
+        if lv["scope"] == "per_cu":
+            if lv["name"] == "L0":
+                cap = _log_uniform(rng, 16 * KIB, 32 * KIB)
+            else:
+                lo = 16 * KIB if prev is None else max(3 * prev, 2.5 * fall_end(levels[i - 1]) * prev)
+                cap = _log_uniform(rng, lo, max(lo, 256 * KIB))
+            lv["capacity_bytes"] = prev = _round(cap, 256)
+            continue
+        if levels[i - 1]["scope"] == "per_cu":
+            lo, span = max(1.5 * prev * cus, 2 * MIB), 24
+        else:
+            lo, span = max(4 * prev, 2.5 * fall_end(levels[i - 1]) * prev), 6
+        if lo > top:
+            del levels[i:]
+            return
+        cap = _round(_log_uniform(rng, lo, min(lo * span, top)), 64 * KIB)
+        prev = cap
+        if i == next(j for j, x in enumerate(levels) if x["scope"] != "per_cu") and xcds > 1:
+            lv["scope"], cap = "per_xcd", cap // xcds
+        lv["capacity_bytes"] = cap
+
+
 def draw_gpu(k: int) -> dict:
     """Profile JSON (the interface's schema) of generated GPU number ``k``."""
     rng = np.random.default_rng([20261130, k])
@@ -51,25 +101,15 @@ def draw_gpu(k: int) -> dict:
     n_levels = int(rng.integers(2, 6))        # caches and memory
     per_cu = 2 if kind == "rdna" and n_levels >= 3 else 1
     n_device = n_levels - 1 - per_cu
-    levels: list[dict] = []
-    if per_cu == 2:
-        l0 = _round(_log_uniform(rng, 16 * KIB, 32 * KIB), 256)
-        levels.append({"name": "L0", "scope": "per_cu", "capacity_bytes": l0})
-        levels.append({"name": "L1", "scope": "per_cu",
-                       "capacity_bytes": _round(l0 * _log_uniform(rng, 3, 8), 256)})
-    else:
-        levels.append({"name": "L1", "scope": "per_cu",
-                       "capacity_bytes": _round(_log_uniform(rng, 16 * KIB, 256 * KIB), 256)})
-    footprint = levels[-1]["capacity_bytes"] * cus
+    names = ["L0", "L1"] if per_cu == 2 else ["L1"]
     llc = "Infinity Cache" if kind in ("cdna3", "rdna") else "L3"
-    names = ["L2", llc] + [f"L{n}" for n in range(4, 8)]
-    for i in range(n_device):
-        lo = max(footprint * (1.5 if i == 0 else 4.0), 2 * MIB)
-        cap = _round(lo * _log_uniform(rng, 1.0, 6.0 if i == 0 else 8.0), 64 * KIB)
-        scope = "per_xcd" if i == 0 and xcds > 1 else "device"
-        lv = {"name": names[i], "scope": scope, "capacity_bytes": cap // xcds if scope == "per_xcd" else cap}
-        levels.append(lv)
-        footprint = cap
+    names += ["L2", llc] + [f"L{n}" for n in range(4, 8)][:max(n_device - 2, 0)]
+    levels: list[dict] = [{"name": n, "scope": "per_cu" if i < per_cu else "device"}
+                          for i, n in enumerate(names[:per_cu + n_device])]
+    for lv in levels:
+        _shape(rng, lv, device=lv["scope"] != "per_cu")
+    _split_l2(rng, levels, vendor)
+    _capacities(rng, levels, cus, xcds)
     memory = "DRAM" if kind == "rdna" else "HBM"
     levels.append({"name": memory})
     # bandwidths from memory up: each level 1.2-8x faster than the one below
@@ -77,20 +117,12 @@ def draw_gpu(k: int) -> dict:
     for lv in reversed(levels):
         lv["bandwidth_gbs"] = round(bw, 1)
         bw *= _log_uniform(rng, 1.2, 8.0)
-    for lv in levels[:-1]:
-        _shape(rng, lv, device=lv["scope"] != "per_cu")
-    # a split L2 (NVIDIA): two partitions, and in some a slower far half
     l2 = next((lv for lv in levels if lv["name"] == "L2"), None)
-    if l2 is not None and vendor == "nvidia" and rng.random() < 0.5:
-        l2["partitions"] = 2
-        if rng.random() < 0.6:
-            below = levels[levels.index(l2) + 1]["bandwidth_gbs"]
-            l2["far_bandwidth_gbs"] = round(math.sqrt(l2["bandwidth_gbs"] * below)
-                                            * _log_uniform(rng, 0.9, 1.1), 1)
-            if l2["far_bandwidth_gbs"] <= below * 1.15:
-                l2["far_bandwidth_gbs"] = round(below * 1.15, 1)
-            if l2["transition"] in ("plru", "random", "cliff_tail"):
-                l2["transition"], l2["width"] = "hashed", round(rng.uniform(0.02, 0.08), 4)
+    below = levels[levels.index(l2) + 1]["bandwidth_gbs"] if l2 is not None else 0.0
+    if l2 is not None and l2.pop("far", False) and l2["bandwidth_gbs"] >= 1.5 * below:
+        # the far half of a split L2 between its near half and the next level, at least 15% apart
+        far = math.sqrt(l2["bandwidth_gbs"] * below) * _log_uniform(rng, 0.9, 1.1)
+        l2["far_bandwidth_gbs"] = round(min(max(far, 1.15 * below), l2["bandwidth_gbs"] / 1.15), 1)
     arch = {"nvidia": str(rng.choice(["sm_80", "sm_90", "sm_100"])), "cdna3": "gfx942", "cdna2": "gfx90a",
             "rdna": "gfx1030"}[kind]
     profile = {"name": f"gen{k}", "vendor": vendor, "arch": arch, "compute_units": cus, "xcds": xcds,

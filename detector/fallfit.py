@@ -1,0 +1,322 @@
+"""Fit every hit-rate model (detector.hitmodels) to the points of one fall and combine them.
+
+For a model, a capacity C and shape parameters, the inverse bandwidth of each point is linear in
+the two plateau speeds (1/BW = h/B_hi + (1 - h) u/B_lo, u the lower level's shape along the
+fall, 1 for a plateau): they are solved in closed form (weighted least squares, relative
+errors), so every (C, shape) on a grid costs one vectorised solve and the best of each model is
+a global one, then refined. Plateau speeds come from the points, never from a median that the
+refinement crowded into the fall.
+
+Models are weighed by their evidence (Akaike weights from each fit's residuals against the
+points' noise), so a fall between two shapes gets a capacity between their readings. The
+interval and the repeatability come from the models' profile likelihoods in C, mixed by the
+same weights.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from detector.hitmodels import MODELS, HitModel, crossing_ratio, hit_curve
+
+SMOOTH_GRID = 96        # candidate capacities of a smooth model across the window (ln size)
+COMMON_GRID = 480       # the grid the models' profile likelihoods are mixed on
+HUBER = 3.0             # residuals beyond this many sigmas count linearly (an aliasing dip)
+LEVEL = 0.95            # two-sided interval of the capacity
+
+
+@dataclass
+class ModelFit:
+    model: str
+    theta: tuple
+    capacity_bytes: float
+    rss: float                      # Huber-capped residual sum of squares, log10 bandwidth
+    hi_log: float                   # fitted plateau speeds, log10 GB/s
+    lo_log: float
+    weight: float = 0.0
+    profile: tuple = ()             # (ln C candidates, best rss at each) for the posterior
+    far_log: float | None = None    # a split level: its far half's speed, log10 GB/s
+
+
+@dataclass
+class FallFit:
+    capacity_bytes: float
+    low_bytes: float
+    high_bytes: float
+    repeatability: float            # 1-sigma relative spread of the capacity
+    shape: str
+    fits: list[ModelFit] = field(default_factory=list)
+    sigma: float = 0.0              # the residual noise the weights were judged against
+
+    @property
+    def best(self) -> ModelFit:
+        return max(self.fits, key=lambda f: f.weight)
+
+    def shape_weights(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for f in self.fits:
+            shape = MODEL_SHAPES[f.model]
+            out[shape] = out.get(shape, 0.0) + f.weight
+        return out
+
+
+MODEL_SHAPES = {m.name: m.shape for m in MODELS}
+MODEL_SHAPES["split"] = "split level (near and far half)"
+
+
+def _huber(e: np.ndarray, delta: float) -> np.ndarray:
+    a = np.abs(e)
+    return np.where(a <= delta, e * e, 2 * delta * a - delta * delta)
+
+
+def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float):
+    """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points): returns
+    (rss, 1/B_hi, 1/B_lo); rss is inf where the fit is not a fall (the lower level as fast)."""
+    X1, X2 = H, (1.0 - H) * u
+    a11 = (w * X1 * X1).sum(-1)
+    a12 = (w * X1 * X2).sum(-1)
+    a22 = (w * X2 * X2).sum(-1)
+    b1 = (w * X1 * v).sum(-1)
+    b2 = (w * X2 * v).sum(-1)
+    det = a11 * a22 - a12 * a12
+    ok = det > 1e-12 * np.maximum(a11 * a22, 1e-300)
+    det = np.where(ok, det, 1.0)
+    c1 = (a22 * b1 - a12 * b2) / det
+    c2 = (a11 * b2 - a12 * b1) / det
+    ok &= (c1 > 0) & (c2 * float(np.median(u)) > 1.02 * c1)
+    vhat = c1[..., None] * X1 + c2[..., None] * X2
+    ok &= np.all(vhat > 0, axis=-1)
+    e = y + np.log10(np.where(vhat > 0, vhat, 1.0))
+    rss = np.where(ok, _huber(e, delta).sum(-1), np.inf)
+    return rss, c1, c2
+
+
+class _Window:
+    """The points of one fall, prepared once for every model."""
+
+    def __init__(self, sizes, y, u, sigma_point: float):
+        order = np.argsort(sizes, kind="stable")
+        self.sizes = np.asarray(sizes, dtype=float)[order]
+        self.y = np.asarray(y, dtype=float)[order]
+        self.u = np.ones_like(self.y) if u is None else np.asarray(u, dtype=float)[order]
+        self.x = np.log(self.sizes)
+        self.v = 10.0 ** -self.y
+        self.w = 1.0 / self.v ** 2
+        self.delta = HUBER * max(sigma_point, 1e-3)
+
+    def rss(self, H: np.ndarray):
+        return _solve(H, self.v, self.w, self.u, self.y, self.delta)
+
+
+def _candidates(win: _Window, model: HitModel) -> np.ndarray:
+    """ln C candidates: each measured size as the last one served whole (onset models), or a
+    grid across the window (smooth ones)."""
+    if model.onset:
+        return win.x[:-1]
+    return np.linspace(win.x[0] - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
+
+
+def _fit_model(win: _Window, model: HitModel) -> ModelFit | None:
+    lnc = _candidates(win, model)
+    R = np.exp(win.x[None, :] - lnc[:, None])
+    best_rss = np.full(lnc.size, np.inf)
+    best = (np.inf, None, None, None, None)
+    for theta in model.thetas():
+        H = model.hit(R, theta)
+        rss, c1, c2 = win.rss(H)
+        best_rss = np.minimum(best_rss, rss)
+        i = int(np.argmin(rss))
+        if rss[i] < best[0]:
+            best = (float(rss[i]), theta, float(lnc[i]), float(c1[i]), float(c2[i]))
+    if not math.isfinite(best[0]):
+        return None
+    rss, theta, c, c1, c2 = best
+    fit = ModelFit(model.name, theta, math.exp(c), rss, -math.log10(c1), -math.log10(c2 * float(np.median(win.u))),
+                   profile=(lnc, best_rss))
+    return _refine(win, model, fit)
+
+
+def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
+    """Polish the grid's best: shape parameters (and C, for smooth models) continuously, the
+    plateau speeds solved inside (variable projection)."""
+    n_theta = len(fit.theta)
+    lo = [g[0] for g in model.grids]
+    hi = [g[-1] for g in model.grids]
+    if model.onset:
+        if not n_theta:
+            return fit
+        lnc = math.log(fit.capacity_bytes)
+        p0, lb, ub = list(fit.theta), lo, hi
+        unpack = lambda p: (lnc, tuple(p))  # noqa: E731
+    else:
+        p0 = [math.log(fit.capacity_bytes), *fit.theta]
+        lb = [win.x[0] - 0.15, *lo]
+        ub = [win.x[-1] + 0.15, *hi]
+        unpack = lambda p: (p[0], tuple(p[1:]))  # noqa: E731
+    if model.name == "ways":
+        return _refine_ways(win, model, fit)
+
+    def resid(p):
+        c, th = unpack(p)
+        H = model.hit(np.exp(win.x - c)[None, :], th)
+        rss, c1, c2 = win.rss(H)
+        if not np.isfinite(rss[0]):
+            return np.full(win.x.size, 1.0)
+        vhat = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
+        e = win.y + np.log10(vhat)
+        a = np.abs(e)
+        # the Huber loss as squares, so least_squares minimises the same figure
+        return np.where(a <= win.delta, e, np.sign(e) * np.sqrt(np.maximum(2 * win.delta * a - win.delta ** 2, 0)))
+
+    p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
+    try:
+        res = least_squares(resid, p0, bounds=(lb, ub), method="trf", x_scale="jac", max_nfev=80)
+    except ValueError:
+        return fit
+    rss = float(np.sum(res.fun ** 2))
+    if not rss < fit.rss:
+        return fit
+    c, th = unpack(res.x)
+    H = model.hit(np.exp(win.x - c)[None, :], th)
+    _, c1, c2 = win.rss(H)
+    return ModelFit(model.name, tuple(float(t) for t in th), math.exp(c), rss, -math.log10(c1[0]),
+                    -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile)
+
+
+def _refine_ways(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
+    """Ways are whole numbers: a fine grid of C around the best, at the best ways and its
+    neighbours on the grid."""
+    a0 = fit.theta[0]
+    best = fit
+    for a in (a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5):
+        lnc = math.log(fit.capacity_bytes) + np.linspace(-0.06, 0.06, 41)
+        H = model.hit(np.exp(win.x[None, :] - lnc[:, None]), (a,))
+        rss, c1, c2 = win.rss(H)
+        i = int(np.argmin(rss))
+        if rss[i] < best.rss:
+            best = ModelFit(model.name, (float(a),), math.exp(lnc[i]), float(rss[i]), -math.log10(c1[i]),
+                            -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile)
+    return best
+
+
+def _posterior(win: _Window, fits: list[ModelFit], sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """The mixture of the models' profile likelihoods on a common ln C grid."""
+    grid = np.linspace(win.x[0] - 0.15, win.x[-1] + 0.15, COMMON_GRID)
+    total = np.zeros_like(grid)
+    for f in fits:
+        lnc, rss = f.profile
+        if f.model != "split" and next(m for m in MODELS if m.name == f.model).onset:
+            # C anywhere from a measured size to the next: the same fit
+            idx = np.searchsorted(lnc, grid, side="right") - 1
+            prof = np.where((idx >= 0) & (grid < win.x[-1]), rss[np.clip(idx, 0, lnc.size - 1)], np.inf)
+        else:
+            finite = np.isfinite(rss)
+            if np.count_nonzero(finite) < 2:
+                continue
+            prof = np.interp(grid, lnc[finite], rss[finite], left=np.inf, right=np.inf)
+        m = np.min(prof)
+        if not np.isfinite(m):
+            continue
+        p = np.exp(-(prof - m) / (2 * sigma * sigma))
+        s = p.sum()
+        if s > 0:
+            total += f.weight * p / s
+    return grid, total
+
+
+SPLIT = HitModel("split", "split level (near and far half)", False,
+                 (tuple(np.round(np.geomspace(0.006, 0.2, 12), 5)),))
+SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
+
+
+def _fit_split(win: _Window) -> ModelFit | None:
+    """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
+    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both)."""
+    lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
+    best_rss = np.full(lnc.size, np.inf)
+    best = None
+    for (s,) in SPLIT.thetas():
+        r = np.exp(win.x[None, :] - lnc[:, None])
+        ht = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
+        hn = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+        X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
+        A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
+        b = np.einsum("mni,n,n->mi", X, win.v, win.w)
+        c = np.linalg.solve(A, b[..., None])[..., 0]
+        ok = (c[:, 0] > 0) & (c[:, 1] > SPLIT_APART * c[:, 0]) & (c[:, 2] > SPLIT_APART * c[:, 1])
+        vhat = np.einsum("mni,mi->mn", X, c)
+        ok &= np.all(vhat > 0, axis=-1)
+        e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))
+        rss = np.where(ok, _huber(e, win.delta).sum(-1), np.inf)
+        best_rss = np.minimum(best_rss, rss)
+        i = int(np.argmin(rss))
+        if np.isfinite(rss[i]) and (best is None or rss[i] < best[0]):
+            best = (float(rss[i]), (float(s),), float(lnc[i]), c[i])
+    if best is None:
+        return None
+    rss, theta, c, coef = best
+    fit = ModelFit("split", theta, math.exp(c), rss, -math.log10(coef[0]),
+                   -math.log10(coef[2] * float(np.median(win.u))), profile=(lnc, best_rss))
+    fit.far_log = -math.log10(coef[1])
+    return fit
+
+
+def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False) -> FallFit | None:
+    """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
+    from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
+    relative inverse speed at each point (a level that is itself falling), or None; ``split``:
+    the level may be split in two partitions with a slower far half (a model of its own)."""
+    if len(sizes) < 4:
+        return None
+    win = _Window(sizes, y, lower_shape, sigma_point)
+    fits = [f for f in (_fit_model(win, m) for m in MODELS) if f is not None]
+    if split:
+        fits += [f for f in (_fit_split(win),) if f is not None]
+    if not fits:
+        return None
+    by_name = {m.name: m for m in (*MODELS, SPLIT)}
+    best = min(fits, key=lambda f: f.rss)
+    dof = max(win.x.size - by_name[best.model].n_params, 1)
+    sigma = max(math.sqrt(best.rss / dof), 0.7 * sigma_point, 1e-3)
+    scores = np.array([f.rss / sigma ** 2 + 2 * by_name[f.model].n_params for f in fits])
+    weights = np.exp(-(scores - scores.min()) / 2)
+    weights /= weights.sum()
+    for f, w in zip(fits, weights):
+        f.weight = float(w)
+    lncap = float(sum(f.weight * math.log(f.capacity_bytes) for f in fits))
+    grid, post = _posterior(win, fits, sigma)
+    if post.sum() > 0:
+        cdf = np.cumsum(post) / post.sum()
+        tail = (1 - LEVEL) / 2
+        low = math.exp(float(np.interp(tail, cdf, grid)))
+        high = math.exp(float(np.interp(1 - tail, cdf, grid)))
+        mean = float((post * grid).sum() / post.sum())
+        spread = math.sqrt(max(float((post * (grid - mean) ** 2).sum() / post.sum()), 0.0))
+    else:
+        low = high = math.exp(lncap)
+        spread = 0.0
+    cap = math.exp(lncap)
+    top = max(fits, key=lambda f: f.weight)
+    return FallFit(cap, min(low, cap), max(high, cap), spread, MODEL_SHAPES[top.model], fits, sigma)
+
+
+def describe(fit: FallFit, sizes: np.ndarray) -> dict:
+    """Secondary figures of the best model: the last measured size served whole (97%), where
+    half the data still hits, and the fall's width from 97% to 20% hits (octaves)."""
+    top = fit.best
+    if top.model == "split":    # the whole level, read as the hashed fall at its end
+        top = ModelFit("hashed", top.theta, top.capacity_bytes, top.rss, top.hi_log, top.lo_log)
+    cap = top.capacity_bytes
+    h = hit_curve(top.model, np.asarray(sizes, dtype=float) / cap, top.theta)
+    whole = np.asarray(sizes)[h >= 0.97]
+    r50 = crossing_ratio(top.model, top.theta, 0.5)
+    r97 = crossing_ratio(top.model, top.theta, 0.97)
+    r20 = crossing_ratio(top.model, top.theta, 0.2)
+    inside = np.count_nonzero((h > 0.1) & (h < 0.97))
+    return {"onset_bytes": float(whole.max()) if whole.size else float(np.min(sizes)),
+            "half_hit_bytes": fit.capacity_bytes * r50 if r50 else None,
+            "width_octaves": math.log2(r20 / r97) if r20 and r97 else 0.0,
+            "points_inside": int(inside)}

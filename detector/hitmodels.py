@@ -1,0 +1,111 @@
+"""Hit-rate models of a cache level's fall under a cyclic sweep.
+
+Each model gives the hit rate h in the level as a function of r = W / C, where W is the working
+set and C the bytes the level holds: C has the same meaning in every model. Bandwidths mix
+harmonically with h (1/BW = h/B_hi + (1 - h)/B_lo), so a model and the two plateau speeds give
+the whole fall.
+
+- ``lru``: LRU, no conflicts: every line hits up to C, none past it (a cliff at C).
+- ``cliff_tail``: a cliff at C onto partial hits that fade as a r^-p (an H200's L1).
+- ``random``: random replacement: h = 1 up to C, then the fixed point h = exp(-r (1 - h)).
+- ``plru``: pseudo-LRU: h leaves 100% at 0.9 C, is 95% at C, sags as 0.95 r^-d and collapses
+  near k C (the NVIDIA L1 tables).
+- ``hashed``: LRU with hashed sets, as a logistic in ln r of scale s (half the data hits at C).
+- ``ways``: LRU with randomly hashed sets of A ways: a set holding n lines serves all of them
+  when n <= A, so h = P[Poisson(A r) <= A - 1] (0.47 at C for 16 ways, 0.97 near 0.55 C).
+
+``onset`` models serve everything up to C: their C is the last size served whole, a measured
+size; the others have C inside the fall.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaincc, lambertw
+
+
+@dataclass(frozen=True)
+class HitModel:
+    name: str
+    shape: str                                  # how the report describes a fall of this kind
+    onset: bool                                 # h = 1 up to C
+    grids: tuple[tuple[float, ...], ...] = ()   # shape parameters, each on a grid
+
+    @property
+    def n_params(self) -> int:
+        """Free parameters: C, the two plateau speeds and the shape parameters."""
+        return 3 + len(self.grids)
+
+    def thetas(self) -> list[tuple[float, ...]]:
+        return list(itertools.product(*self.grids)) if self.grids else [()]
+
+    def hit(self, r: np.ndarray, theta: tuple[float, ...]) -> np.ndarray:
+        return HIT[self.name](np.asarray(r, dtype=float), *theta)
+
+
+def _lru(r):
+    return (r <= 1.0).astype(float)
+
+
+def _cliff_tail(r, a, p):
+    return np.where(r <= 1.0, 1.0, a * np.maximum(r, 1.0) ** -p)
+
+
+def _random_tail(r):
+    h = np.ones_like(r)
+    past = r > 1.0
+    if np.any(past):
+        x = r[past]
+        h[past] = np.real(-lambertw(-x * np.exp(-x))) / x
+    return h
+
+
+def _plru(r, d, k, w=0.03):
+    start = 1.0 - 0.05 * np.clip((r - 0.9) / 0.1, 0.0, 1.0)
+    sag = np.where(r < 1.0, start, 0.95 * np.maximum(r, 1e-12) ** -d)
+    z = np.clip(np.log(np.maximum(r, 1e-300) / k) / w, -700, 700)
+    return sag / (1.0 + np.exp(z))
+
+
+def _hashed(r, s):
+    z = np.clip(np.log(np.maximum(r, 1e-300)) / s, -700, 700)
+    return 1.0 / (1.0 + np.exp(z))
+
+
+def _ways(r, a):
+    return gammaincc(a, a * np.maximum(r, 0.0))
+
+
+HIT = {"lru": _lru, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _plru,
+       "hashed": _hashed, "ways": _ways}
+
+MODELS = (
+    HitModel("lru", "cliff", True),
+    HitModel("cliff_tail", "cliff, then partial hits", True,
+             (tuple(np.round(np.linspace(0.05, 0.95, 13), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 10), 4)))),
+    HitModel("random", "random-replacement tail", True),
+    HitModel("plru", "decline, then collapse", False,
+             (tuple(np.round(np.geomspace(0.05, 1.5, 10), 4)), tuple(np.round(np.geomspace(1.1, 3.2, 14), 4)))),
+    HitModel("hashed", "hashed-set fall", False, (tuple(np.round(np.geomspace(0.004, 0.35, 20), 5)),)),
+    HitModel("ways", "hashed-set fall", False, (tuple(float(2 ** k) for k in range(1, 11)),)),
+)
+BY_NAME = {m.name: m for m in MODELS}
+
+
+def hit_curve(name: str, r: np.ndarray, theta: tuple[float, ...]) -> np.ndarray:
+    """The model's hit rate; a split level's is the whole level's hashed fall at its end."""
+    return BY_NAME["hashed" if name == "split" else name].hit(r, theta)
+
+
+def crossing_ratio(name: str, theta: tuple[float, ...], level: float) -> float | None:
+    """Smallest r >= 0.3 where the model's hit rate drops below ``level`` (None: never, within 8 C)."""
+    r = np.geomspace(0.3, 8.0, 2000)
+    h = hit_curve(name, r, theta)
+    below = np.nonzero(h < level)[0]
+    return float(r[below[0]]) if below.size else None
+
+
+LN10 = math.log(10.0)
