@@ -26,6 +26,8 @@ ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, howe
 LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
 KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
 FLAT_SPREADS = 3.0         # a level between two others steps by this many of its own spreads
+FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
+FLAT_BINS = 4                   # half an octave of bins
 
 
 def _octaves(p: Plateau) -> float:
@@ -67,6 +69,17 @@ def _drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
     return float(abs(np.median(a) - np.median(b))) if a.size and b.size else 0.0
 
 
+def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
+    """The least the plateau's speed moves over half an octave (log10): a level holds its speed
+    somewhere; a tail of partial hits slopes all along."""
+    bins = range(p.first_bin, p.last_bin + 1)
+    med = {b: float(np.median(y[point_bin == b])) for b in bins if np.any(point_bin == b)}
+    keys = sorted(med)
+    if len(keys) < FLAT_BINS:
+        return 0.0
+    return min(abs(med[keys[i]] - med[keys[i + FLAT_BINS - 1]]) for i in range(len(keys) - FLAT_BINS + 1))
+
+
 def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_bin: np.ndarray) -> Plateau:
     """One plateau over both bin ranges (a slow drift, not a new level)."""
     return build_plateaus([[a.first_bin, b.last_bin]], x, y, point_bin)[0]
@@ -74,7 +87,7 @@ def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_
 
 def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_bin: np.ndarray,
                   min_octaves: float = MIN_LEVEL_OCTAVES, known: tuple = (),
-                  scale: float = 1.0) -> tuple[list[Plateau], list[Plateau]]:
+                  scale: float = 1.0, sigma: float = 0.005) -> tuple[list[Plateau], list[Plateau]]:
     """(levels, partial plateaus inside falls). ``known``: (log10 GB/s, first and last device-wide
     bytes) of plateaus another sweep found; a plateau at one of those speeds and device footprints
     (this sweep's x times ``scale``) is that level, however short (the private sweep's L2, between
@@ -93,9 +106,8 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
     for k, p in enumerate(plats):
         seen = any(abs(p.level_log - lv) <= KNOWN_SPEED and p.size_lo_bytes * scale <= hi * 1.5
                    and p.size_hi_bytes * scale >= lo / 1.5 for lv, lo, hi in known) and p.last_bin > p.first_bin
-        flat = _drift(p, y, point_bin) < 0.5 * max(abs(p.level_log - plats[k - 1].level_log),
-                                                      abs(p.level_log - plats[k + 1].level_log)) \
-            if 0 < k < len(plats) - 1 else True
+        # a level holds its speed; a tail of partial hits or a pseudo-LRU sag slopes all along
+        flat = _flattest(p, y, point_bin) < max(FLAT_DRIFT, 3 * sigma) if 0 < k < len(plats) - 1 else True
         if k in (0, len(plats) - 1) or seen or (_octaves(p) >= min_octaves and flat and _stands_out(p, plats[k - 1])
                                                  and _stands_out(p, plats[k + 1])):
             levels.append(p)
@@ -142,7 +154,8 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
                         f"run slower than larger ones (loop and launch overhead dominate there); "
                         f"they are left out of the levels")
     scale = float(np.median(curve.footprint_bytes / curve.size_bytes))
-    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves, known, scale)
+    plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves, known, scale,
+                                       sigma)
     if split_first and _far_half(plateaus):
         partials = sorted([*partials, plateaus.pop(1)], key=lambda p: p.first_bin)
     steps: list[Step] = []

@@ -24,7 +24,8 @@ from detector.hitmodels import MODELS, HitModel, crossing_ratio, hit_curve
 
 SMOOTH_GRID = 96        # candidate capacities of a smooth model across the window (ln size)
 COMMON_GRID = 480       # the grid the models' profile likelihoods are mixed on
-HUBER = 3.0             # residuals beyond this many sigmas count linearly (an aliasing dip)
+CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
+                        # aliasing dip: the same for every model, so it sways no weight)
 LEVEL = 0.95            # two-sided interval of the capacity
 
 
@@ -68,8 +69,8 @@ MODEL_SHAPES["split"] = "split level (near and far half)"
 
 
 def _huber(e: np.ndarray, delta: float) -> np.ndarray:
-    a = np.abs(e)
-    return np.where(a <= delta, e * e, 2 * delta * a - delta * delta)
+    """Squared residuals, capped at ``delta`` squared."""
+    return np.minimum(e * e, delta * delta)
 
 
 def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float):
@@ -105,7 +106,7 @@ class _Window:
         self.x = np.log(self.sizes)
         self.v = 10.0 ** -self.y
         self.w = 1.0 / self.v ** 2
-        self.delta = HUBER * max(sigma_point, 1e-3)
+        self.delta = CAP * max(sigma_point, 1e-3)
 
     def rss(self, H: np.ndarray):
         return _solve(H, self.v, self.w, self.u, self.y, self.delta)
@@ -167,9 +168,8 @@ def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
             return np.full(win.x.size, 1.0)
         vhat = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
         e = win.y + np.log10(vhat)
-        a = np.abs(e)
-        # the Huber loss as squares, so least_squares minimises the same figure
-        return np.where(a <= win.delta, e, np.sign(e) * np.sqrt(np.maximum(2 * win.delta * a - win.delta ** 2, 0)))
+        # the capped loss as residuals, so least_squares minimises the same figure
+        return np.clip(e, -win.delta, win.delta)
 
     p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
     try:
