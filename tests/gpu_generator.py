@@ -5,7 +5,8 @@ a slower far half, per-XCD L2s, 2-5 levels, NVIDIA and AMD. A hand-picked list o
 rules overfit to; GPUs drawn from ranges are not.
 
 ``draw_gpu(k)`` is GPU number ``k`` (the same profile for the same k, on every machine);
-``expected_levels`` the names and capacities the tool must report for it.
+``expected_levels`` the names and capacities the tool must report for it. Another ``stream``
+draws other GPUs the same way (tests/physics_generator.py).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 
 KIB, MIB = 1024, 1024 * 1024
 SHAPES = ("sharp", "hashed", "random", "cliff_tail", "plru")
+STREAM = 20261130
 
 
 def _log_uniform(rng, lo: float, hi: float) -> float:
@@ -41,9 +43,9 @@ def _round(nbytes: float, unit: int) -> int:
     return max(unit, int(round(nbytes / unit)) * unit)
 
 
-def draw_gpu(k: int) -> dict:
-    """Profile JSON (the interface's schema) of generated GPU number ``k``."""
-    rng = np.random.default_rng([20261130, k])
+def draw_gpu(k: int, *, stream: int = STREAM) -> dict:
+    """Profile JSON (the interface's schema) of generated GPU number ``k`` of ``stream``."""
+    rng = np.random.default_rng([stream, k])
     vendor = "nvidia" if rng.random() < 0.5 else "amd"
     kind = "nvidia" if vendor == "nvidia" else ("cdna3", "cdna2", "rdna")[int(rng.integers(3))]
     xcds = int(rng.choice([2, 4, 8])) if kind == "cdna3" and rng.random() < 0.6 else 1
