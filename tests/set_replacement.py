@@ -54,18 +54,28 @@ def _overflowing(replacement: str, ways: int) -> np.ndarray:
 
 def tree_plru_hit_rate(*, lines: int, ways: int, max_passes: int = 100_000) -> float:
     """Exact steady-state hit rate of ``lines`` lines swept cyclically through one tree-PLRU set."""
-    depth = ways.bit_length() - 1
-    bits = [0] * ways          # heap-numbered nodes 1..ways-1; 0: the victim is on the left
-    content = [-1] * ways
-    where: dict[int, int] = {}
     seen: dict[tuple, int] = {}
     hits_per_pass: list[int] = []
-    for p in range(max_passes):
-        state = (tuple(bits), tuple(content))
+    for p, (state, hits) in enumerate(tree_plru_passes(lines=lines, ways=ways)):
         if state in seen:                   # the passes from here on repeat the cycle since then
             cycle = hits_per_pass[seen[state]:]
             return sum(cycle) / (len(cycle) * lines)
+        if p == max_passes:
+            raise RuntimeError(f"tree-PLRU with {lines} lines in {ways} ways found no cycle in {p} passes")
         seen[state] = p
+        hits_per_pass.append(hits)
+
+
+def tree_plru_passes(*, lines: int, ways: int):
+    """Yields, pass after pass, (state at the pass's start, hits in the pass). The state is
+    (tree bits, line held by each way or -1); tree node n (heap-numbered from 1) sends the next
+    victim to its left child when its bit is 0, and an access points the bits on its path away."""
+    depth = ways.bit_length() - 1
+    bits = [0] * ways
+    content = [-1] * ways
+    where: dict[int, int] = {}
+    while True:
+        state = (tuple(bits), tuple(content))
         hits = 0
         for line in range(lines):
             way = where.get(line)
@@ -82,12 +92,11 @@ def tree_plru_hit_rate(*, lines: int, ways: int, max_passes: int = 100_000) -> f
                     del where[content[way]]
                 content[way] = line
                 where[line] = way
-            node = way + ways               # leaf; point every node on the path away from it
+            node = way + ways               # the leaf
             while node > 1:
                 bits[node >> 1] = 0 if node & 1 else 1
                 node >>= 1
-        hits_per_pass.append(hits)
-    raise RuntimeError(f"tree-PLRU with {lines} lines in {ways} ways found no cycle in {max_passes} passes")
+        yield state, hits
 
 
 def random_hit_rates(ks: np.ndarray, *, ways: int, replicas: int = 16, warm_passes: int = 6,
