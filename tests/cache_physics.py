@@ -7,7 +7,7 @@ The cache is sets x ways x line_bytes. Indexing decides which set each line of t
 - ``modulo``: set = line index mod sets (a physically contiguous buffer);
 - ``hashed``: set = a fixed pseudo-random hash of the physical line address (seeded);
 - ``page_coloured``: virtual pages of ``page_bytes`` lie in pseudo-random physical frames of a
-  memory much larger than the buffer; set = physical line index mod sets (sets a power of two).
+  memory much larger than the buffer; set = physical line index mod sets.
 
 Replacement (tests/set_replacement.py) decides what a set does with the k lines it receives.
 Sets are independent and each sees its own cyclic sequence, so the cache's hit rate is
@@ -28,7 +28,6 @@ INDEXINGS = ("modulo", "hashed", "page_coloured")
 # Hashed sets and page colours are independent draws, so past a few thousand the curve only
 # averages more of the same: larger caches are simulated with this many (curve per set unchanged).
 MAX_SIMULATED_COLOURS = 4096
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @dataclass(frozen=True)
@@ -48,9 +47,12 @@ class Cache:
             raise ValueError(f"indexing must be one of {', '.join(INDEXINGS)}")
         if self.sets < 1 or self.ways < 1:
             raise ValueError("a cache needs at least one set and one way")
-        if self.indexing == "page_coloured" and any(v & (v - 1) for v in (self.sets, self.line_bytes,
-                                                                           self.page_bytes)):
-            raise ValueError("page_coloured needs sets, line_bytes and page_bytes powers of two")
+        way_bytes = self.sets * self.line_bytes
+        if self.indexing == "page_coloured" and (self.page_bytes % self.line_bytes
+                                                 or way_bytes % self.page_bytes and self.page_bytes % way_bytes):
+            # otherwise a page's lines would wrap around the sets at a frame-dependent offset
+            raise ValueError("page_coloured needs whole lines in a page, and whole pages in a way "
+                             "(sets x line_bytes) or whole ways in a page")
 
     @property
     def capacity_bytes(self) -> int:
@@ -68,8 +70,8 @@ class Cache:
 
 def mix64(values: np.ndarray, seed: int) -> np.ndarray:
     """splitmix64 of ``values`` xor a seed: a fixed pseudo-random function of an address."""
-    z = (np.asarray(values, dtype=np.uint64) ^ np.uint64(seed * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF)) & _M64
-    z = z + np.uint64(0x9E3779B97F4A7C15)
+    salt = np.uint64((seed * 0x9E3779B97F4A7C15) % 2**64)
+    z = (np.asarray(values, dtype=np.uint64) ^ salt) + np.uint64(0x9E3779B97F4A7C15)   # wraps mod 2^64
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))

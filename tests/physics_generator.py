@@ -15,9 +15,10 @@ import numpy as np
 
 from cache_physics import INDEXINGS, Cache, hit_table
 from gpu_generator import draw_gpu as draw_skeleton
-from gpu_generator import expected_levels, with_seed  # noqa: F401  (one import for the benchmark)
+from gpu_generator import expected_levels, with_seed
 from set_replacement import POLICIES
 
+__all__ = ["draw_gpu", "draw_cache", "expected_levels", "with_seed"]   # the benchmark's one import
 STREAM = 20261201
 WAYS = (2, 4, 6, 8, 12, 16, 20, 24, 32)
 TREE_WAYS = (2, 4, 8, 16, 32)        # tree-PLRU needs a power of two
