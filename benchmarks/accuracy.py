@@ -1,6 +1,10 @@
 """Capacities on generated GPUs (tests/gpu_generator.py): the accuracy figures of BENCHMARKS.md.
 
-    python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--jobs 2] [--json out.json]
+    python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--jobs 2] [--json out.json] [--physics]
+
+--physics draws the GPUs from tests/physics_generator.py instead: the same kind of GPUs, with each
+cache level's fall from a simulated cache (sets x ways, LRU / tree-PLRU / random replacement,
+modulo / hashed / page-coloured indexing) rather than from the simulator's formulas.
 
 Each GPU is run through the simulator (sweeps only: the capacities do not use the probes) and the
 detector, on each seed; the figures: (GPU, level) pairs within 3% / 10% / 20% of the truth on every
@@ -10,6 +14,7 @@ SIMULATED: these are model figures, not hardware claims.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -23,13 +28,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 def run_one(args) -> dict:
-    k, seed = args
+    k, seed, generator = args
     from detector.analyze import detect_levels
-    from gpu_generator import draw_gpu, expected_levels
     from measure.records import MeasurementLog
     from measure.session import SessionOptions, characterize
     from measure.simulated import SimulatedGPU, parse_profile
-    spec = dict(draw_gpu(k), seed=seed)
+    gen = importlib.import_module(generator)
+    spec = dict(gen.draw_gpu(k), seed=seed)
     prof = parse_profile(spec)
     log = MeasurementLog(None)
     t = time.perf_counter()
@@ -37,11 +42,12 @@ def run_one(args) -> dict:
     t_measure = time.perf_counter() - t
     t = time.perf_counter()
     det = detect_levels(log.records, prof.facts)
-    return {"gpu": k, "seed": seed, "truth": expected_levels(spec),
+    return {"gpu": k, "seed": seed, "truth": gen.expected_levels(spec),
             "found": [(lv.name, lv.capacity_bytes, lv.capacity_low_bytes, lv.capacity_high_bytes, lv.fall_shape,
                        lv.capacity_repeatability) for lv in det.levels],
             "points": len(log.records), "analysis_s": time.perf_counter() - t, "measure_s": t_measure,
-            "shapes": {lv["name"]: lv.get("transition", "") + (" split" if lv.get("far_bandwidth_gbs") else "")
+            "shapes": {lv["name"]: lv.get("physics", lv.get("transition", ""))
+                       + (" split" if lv.get("far_bandwidth_gbs") else "")
                        for lv in spec["levels"]}}
 
 
@@ -92,15 +98,17 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--physics", action="store_true", help="GPUs whose falls come from simulated caches")
     a = ap.parse_args()
     t = time.perf_counter()
-    jobs = [(k, s) for k in range(a.first, a.first + a.gpus) for s in range(1, a.seeds + 1)]
+    generator = "physics_generator" if a.physics else "gpu_generator"
+    jobs = [(k, s, generator) for k in range(a.first, a.first + a.gpus) for s in range(1, a.seeds + 1)]
     with ProcessPoolExecutor(a.jobs) as pool:
         runs = list(pool.map(run_one, jobs, chunksize=2))
     s = summarize(runs)
     if a.json:
         a.json.write_text(json.dumps({"summary": s, "runs": runs}, default=str))
-    print(f"SIMULATED: {s['gpus']} generated GPUs x {a.seeds} seeds ({s['pairs']} level pairs) in "
+    print(f"SIMULATED: {s['gpus']} generated GPUs ({generator}) x {a.seeds} seeds ({s['pairs']} level pairs) in "
           f"{time.perf_counter() - t:.0f} s")
     for key in ("within_3pct", "within_10pct", "beyond_20pct", "right_levels", "intervals_missing",
                 "spread_within_2pct", "spread_95th", "analysis_s_max"):

@@ -13,6 +13,8 @@ Fall shapes (``transition`` of a profile level; r = footprint / capacity):
 - ``plru``: the hit rate leaves 100% at 0.9 of the capacity, is 95% at it, sags as
   0.95 r ** -decline_power and collapses at ``collapse_ratio`` x the capacity (the NVIDIA L1
   tables of gpu-benches).
+- ``table``: ``hit_table``, (ratio, hit rate) pairs made elsewhere (tests/cache_physics.py),
+  linear in ln r between them and the end values beyond.
 
 A level with ``partitions: 2`` is a split L2: data that programs on many SMs read is held once
 per partition (it fills at half the capacity, gpu-cache's view), and with ``far_bandwidth_gbs``
@@ -24,10 +26,12 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
+import numpy as np
 from scipy.special import lambertw
 
-TRANSITIONS = ("sharp", "hashed", "random", "cliff_tail", "plru")
+TRANSITIONS = ("sharp", "hashed", "random", "cliff_tail", "plru", "table")
 COLLAPSE_WIDTH = 0.03
 
 
@@ -51,6 +55,7 @@ class SimLevel:
     line_bytes: int | None = None         # allocation unit (default 128)
     sector_bytes: int | None = None       # the unit it hands to the level above (default: the line)
     miss_bytes: int | None = None         # what a miss brings from below (default: the sector)
+    hit_table: tuple[tuple[float, float], ...] = ()   # transition table: (ratio, hit rate)
 
     def hit_rate(self, ratio: float) -> float:
         """Hit rate of a cyclic sweep over ``ratio`` x the capacity."""
@@ -62,6 +67,9 @@ def hit_rate(r: float, lv: SimLevel) -> float:
     if t == "hashed":
         z = math.log(max(r, 1e-300)) / max(lv.width, 1e-6)
         return 1.0 / (1.0 + math.exp(min(z, 700.0)))
+    if t == "table":
+        log_ratios, hits = _table(lv.hit_table)
+        return float(np.interp(math.log(max(r, 1e-300)), log_ratios, hits))
     if t == "plru":
         collapse = 1.0 / (1.0 + math.exp(min(math.log(r / lv.collapse_ratio) / COLLAPSE_WIDTH, 700.0)))
         # 100% up to 0.9 of the capacity, 95% at it, then a slow sag
@@ -74,6 +82,13 @@ def hit_rate(r: float, lv: SimLevel) -> float:
     if t == "random":
         return float(abs(-lambertw(-r * math.exp(-r)) / r))
     return lv.tail_hit * r ** -lv.tail_power          # cliff_tail
+
+
+@lru_cache(maxsize=64)
+def _table(pairs: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    # np.interp holds the end values beyond the table: h = 1 before a table that starts at 1
+    ratios, hits = np.asarray(pairs, dtype=float).T
+    return np.log(ratios), hits
 
 
 def alias(stream_bytes: int, seed: int) -> float:

@@ -30,6 +30,23 @@ LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
                 "sector_bytes": (8, 4096, False, True), "miss_bytes": (8, 4096, False, True),
                 "partitions": (1, 2, False, True)}
 INTEGER_FIELDS = ("partitions", "line_bytes", "sector_bytes", "miss_bytes")
+MAX_TABLE_PAIRS = 4096
+
+
+def _hit_table(raw, where: str) -> tuple[tuple[float, float], ...]:
+    """A level's hit table: [ratio, hit rate] pairs, ratios > 0 and increasing, hit rates in [0, 1]."""
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_TABLE_PAIRS:
+        raise InputError(f"{where}: hit_table must be a list of 1 to {MAX_TABLE_PAIRS} [ratio, hit rate] pairs")
+    pairs = []
+    for i, pair in enumerate(raw):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise InputError(f"{where}: hit_table[{i}] must be a pair [ratio, hit rate]")
+        ratio = number(pair[0], f"{where}: hit_table[{i}] ratio", lo=0, hi=1e6, lo_open=True)
+        hit = number(pair[1], f"{where}: hit_table[{i}] hit rate", lo=0, hi=1)
+        if pairs and ratio <= pairs[-1][0]:
+            raise InputError(f"{where}: hit_table ratios must increase, got {pair[0]!r} after {raw[i - 1][0]!r}")
+        pairs.append((float(ratio), float(hit)))
+    return tuple(pairs)
 
 
 @dataclass
@@ -68,6 +85,10 @@ def _level(raw, i: int, last: bool, source: str) -> SimLevel:
     if transition not in TRANSITIONS:
         raise InputError(f"{where}: transition must be one of {', '.join(TRANSITIONS)}")
     extra = {}
+    if transition == "table":
+        extra["hit_table"] = _hit_table(raw.get("hit_table"), where)
+    elif raw.get("hit_table") is not None:
+        raise InputError(f"{where}: hit_table is read only with transition table")
     for key, (lo, hi, lo_open, integer) in LEVEL_RANGES.items():
         if raw.get(key) is not None:
             extra[key] = number(raw[key], f"{where}: {key}", lo=lo, hi=hi, lo_open=lo_open, integer=integer)
@@ -75,7 +96,7 @@ def _level(raw, i: int, last: bool, source: str) -> SimLevel:
         if key in extra and extra[key] & (extra[key] - 1):
             raise InputError(f"{where}: {key} must be a power of two")
     return SimLevel(name=name, bandwidth_gbs=float(bw), capacity_bytes=cap, scope=scope,
-                    transition=transition, **{k: (v if k in INTEGER_FIELDS else float(v))
+                    transition=transition, **{k: (v if k in INTEGER_FIELDS + ("hit_table",) else float(v))
                                               for k, v in extra.items()})
 
 

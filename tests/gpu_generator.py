@@ -91,9 +91,13 @@ def _capacities(rng, levels: list[dict], cus: int, xcds: int) -> None:
         lv["capacity_bytes"] = cap
 
 
-def draw_gpu(k: int) -> dict:
-    """Profile JSON (the interface's schema) of generated GPU number ``k``."""
-    rng = np.random.default_rng([20261130, k])
+STREAM = 20261130
+
+
+def draw_gpu(k: int, *, stream: int = STREAM) -> dict:
+    """Profile JSON (the interface's schema) of generated GPU number ``k`` (``stream``: another
+    series of GPUs drawn the same way)."""
+    rng = np.random.default_rng([stream, k])
     vendor = "nvidia" if rng.random() < 0.5 else "amd"
     kind = "nvidia" if vendor == "nvidia" else ("cdna3", "cdna2", "rdna")[int(rng.integers(3))]
     xcds = int(rng.choice([2, 4, 8])) if kind == "cdna3" and rng.random() < 0.6 else 1
