@@ -157,7 +157,7 @@ def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
         lb = [win.x[0] - 0.15, *lo]
         ub = [win.x[-1] + 0.15, *hi]
         unpack = lambda p: (p[0], tuple(p[1:]))  # noqa: E731
-    if model.name == "ways":
+    if model.name in ("ways", "random_ways"):
         return _refine_ways(win, model, fit)
 
     def resid(p):

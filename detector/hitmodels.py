@@ -13,18 +13,21 @@ the whole fall.
 - ``hashed``: LRU with hashed sets, as a logistic in ln r of scale s (half the data hits at C).
 - ``ways``: LRU with randomly hashed sets of A ways: a set holding n lines serves all of them
   when n <= A, so h = P[Poisson(A r) <= A - 1] (0.47 at C for 16 ways, 0.97 near 0.55 C).
+- ``random_ways``: random replacement in hashed sets of A ways: the random fixed point of each
+  set's load n / A, averaged over the loads (a line's set holds 1 + Poisson(A r) lines).
 
 ``onset`` models serve everything up to C: their C is the last size served whole, a measured
 size; the others have C inside the fall.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, lambertw
+from scipy.special import gammaincc, gammaln, lambertw
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,41 @@ def _ways(r, a):
     return gammaincc(a, a * np.maximum(r, 0.0))
 
 
+def _random_fixed_point(x: np.ndarray) -> np.ndarray:
+    h = np.ones_like(x, dtype=float)
+    past = x > 1.0
+    if np.any(past):
+        h[past] = np.real(-lambertw(-x[past] * np.exp(-x[past]))) / x[past]
+    return h
+
+
+@functools.lru_cache(maxsize=64)
+def _random_ways_table(a: float) -> np.ndarray:
+    """h on TABLE_LNR for ``a`` ways (its sum over loads is costly; every fit reads it many times)."""
+    return _random_ways_direct(np.exp(TABLE_LNR), a)
+
+
+def _random_ways(r, a):
+    lnr = np.log(np.maximum(r, 1e-300))
+    return np.interp(lnr, TABLE_LNR, _random_ways_table(float(a)))
+
+
+TABLE_LNR = np.linspace(-5.0, 3.0, 3201)
+
+
+def _random_ways_direct(r, a):
+    lam = a * np.maximum(r, 0.0)
+    top = int(np.ceil(float(np.max(lam)) + 8 * math.sqrt(float(np.max(lam)) + 1) + 8))
+    k = np.arange(top + 1, dtype=float)                     # other lines in the set
+    per_load = _random_fixed_point((k + 1) / a)
+    # Poisson pmf of k at each lam, in logs
+    logp = k * np.log(np.maximum(lam[..., None], 1e-300)) - lam[..., None] - gammaln(k + 1)
+    return np.clip((np.exp(logp) * per_load).sum(-1), 0.0, 1.0)
+
+
 HIT = {"lru": _lru, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _plru,
-       "hashed": _hashed, "ways": _ways}
+       "hashed": _hashed, "ways": _ways,
+       "random_ways": _random_ways}
 
 MODELS = (
     HitModel("lru", "cliff", True),
@@ -91,6 +127,7 @@ MODELS = (
              (tuple(np.round(np.geomspace(0.05, 1.5, 10), 4)), tuple(np.round(np.geomspace(1.1, 3.2, 14), 4)))),
     HitModel("hashed", "hashed-set fall", False, (tuple(np.round(np.geomspace(0.004, 0.35, 20), 5)),)),
     HitModel("ways", "hashed-set fall", False, (tuple(float(2 ** k) for k in range(1, 11)),)),
+    HitModel("random_ways", "random replacement, hashed sets", False, (tuple(float(2 ** k) for k in range(1, 8)),)),
 )
 BY_NAME = {m.name: m for m in MODELS}
 

@@ -20,18 +20,22 @@ from set_replacement import POLICIES
 
 __all__ = ["draw_gpu", "draw_cache", "expected_levels", "with_seed"]   # the benchmark's one import
 STREAM = 20261201
-WAYS = (2, 4, 6, 8, 12, 16, 20, 24, 32)
-TREE_WAYS = (2, 4, 8, 16, 32)        # tree-PLRU needs a power of two
+# What GPU caches are: per-SM/CU caches virtually indexed (modulo, or hashed) with many ways;
+# device caches hashed over their slices or indexed by physical pages (64 KiB or 2 MiB on GPUs)
+PER_CU_WAYS = (4, 8, 16, 32, 64)
+DEVICE_WAYS = (8, 12, 16, 24, 32)
+TREE_WAYS = (4, 8, 16, 32)           # tree-PLRU needs a power of two
 LINE_BYTES = (64, 128)
-PAGE_BYTES = (4 * 1024, 64 * 1024, 2 * 1024 * 1024)
+PAGE_BYTES = (64 * 1024, 2 * 1024 * 1024)
 FORMULA_KEYS = ("width", "tail_hit", "tail_power", "decline_power", "collapse_ratio", "alias_depth")
 
 
-def draw_cache(rng, *, capacity_bytes: int) -> Cache:
+def draw_cache(rng, *, capacity_bytes: int, per_cu: bool = False) -> Cache:
     """A cache of about ``capacity_bytes``: replacement, indexing, ways, line, sets."""
     replacement = POLICIES[int(rng.integers(len(POLICIES)))]
-    indexing = INDEXINGS[int(rng.integers(len(INDEXINGS)))]
-    ways_choice = TREE_WAYS if replacement == "tree_plru" else WAYS
+    indexing = ("modulo", "hashed")[int(rng.integers(2))] if per_cu else \
+        ("hashed", "page_coloured")[int(rng.integers(2))]
+    ways_choice = TREE_WAYS if replacement == "tree_plru" else (PER_CU_WAYS if per_cu else DEVICE_WAYS)
     ways = int(ways_choice[int(rng.integers(len(ways_choice)))])
     line_bytes = int(LINE_BYTES[int(rng.integers(len(LINE_BYTES)))])
     page_bytes = int(PAGE_BYTES[int(rng.integers(len(PAGE_BYTES)))])
@@ -54,7 +58,7 @@ def describe(cache: Cache) -> str:
 
 def physics_level(rng, level: dict) -> None:
     """A simulated cache in place of a level's formula fall (its capacity rounded to whole sets)."""
-    cache = draw_cache(rng, capacity_bytes=level["capacity_bytes"])
+    cache = draw_cache(rng, capacity_bytes=level["capacity_bytes"], per_cu=level.get("scope") == "per_cu")
     for key in FORMULA_KEYS:
         level.pop(key, None)
     level.update(capacity_bytes=cache.capacity_bytes, line_bytes=cache.line_bytes, transition="table",
