@@ -29,23 +29,21 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def run_one(args) -> dict:
     k, seed, generator = args
-    from detector.analyze import detect_levels
+    from pipeline.api import sweep_and_detect
     from measure.records import MeasurementLog
-    from measure.session import SessionOptions, characterize
+    from measure.session import SessionOptions
     from measure.simulated import SimulatedGPU, parse_profile
     gen = importlib.import_module(generator)
     spec = dict(gen.draw_gpu(k), seed=seed)
     prof = parse_profile(spec)
     log = MeasurementLog(None)
     t = time.perf_counter()
-    characterize(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
-    t_measure = time.perf_counter() - t
-    t = time.perf_counter()
-    det = detect_levels(log.records, prof.facts)
+    _, det, analysis_s = sweep_and_detect(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
+    t_measure = time.perf_counter() - t - analysis_s
     return {"gpu": k, "seed": seed, "truth": gen.expected_levels(spec),
             "found": [(lv.name, lv.capacity_bytes, lv.capacity_low_bytes, lv.capacity_high_bytes, lv.fall_shape,
                        lv.capacity_repeatability) for lv in det.levels],
-            "points": len(log.records), "analysis_s": time.perf_counter() - t, "measure_s": t_measure,
+            "points": len(log.records), "analysis_s": analysis_s, "measure_s": t_measure,
             "shapes": {lv["name"]: lv.get("physics", lv.get("transition", ""))
                        + (" split" if lv.get("far_bandwidth_gbs") else "")
                        for lv in spec["levels"]}}

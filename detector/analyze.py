@@ -336,3 +336,26 @@ def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -
                 text += (" (about half the shared sweep's figure: with every SM reading one buffer, each "
                          "L2 partition holds its own copy of the data)")
         lv.notes.append(text + "; not listed twice")
+
+
+UNCERTAIN = 1.04     # a capacity whose interval spans more than this factor each way is measured again
+
+
+def uncertain_falls(detection: Detection) -> list[tuple[str, float, float, int]]:
+    """(sweep, lowest x, highest x, sizes) where the capacity of a level's fall is still uncertain,
+    in the sweep's own x units: where more points would pin it down
+    (measure.session.refine_intervals), most of them where the fall begins."""
+    out = []
+    for name in ("private", "shared"):
+        an = detection.sweeps.get(name)
+        if an is None:
+            continue
+        for st in an.steps:
+            e = st.estimate
+            if e.high_bytes > e.capacity_bytes * UNCERTAIN or e.low_bytes < e.capacity_bytes / UNCERTAIN:
+                # most of them where the fall begins: what places a decline's or a tail's start
+                top = min(e.high_bytes, e.capacity_bytes * 1.3)
+                out.append((name, float(e.low_bytes), float(top), 6))
+                if e.high_bytes > top * 1.1:
+                    out.append((name, float(top), float(e.high_bytes), 2))
+    return out

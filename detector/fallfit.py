@@ -22,11 +22,14 @@ from scipy.optimize import least_squares
 
 from detector.hitmodels import MODELS, HitModel, crossing_ratio, hit_curve
 
-SMOOTH_GRID = 96        # candidate capacities of a smooth model across the window (ln size)
+SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
 COMMON_GRID = 480       # the grid the models' profile likelihoods are mixed on
 CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
                         # aliasing dip: the same for every model, so it sways no weight)
-LEVEL = 0.95            # two-sided interval of the capacity
+LEVEL = 0.98            # two-sided interval of the capacity
+FLOOR = 0.005           # ... at least this wide each side: where the models put C in a hashed
+                        # fall differs by about this much (the ways model's C and the logistic's
+                        # middle are 1/(3 ways) apart)
 
 
 @dataclass
@@ -65,6 +68,8 @@ class FallFit:
 
 
 MODEL_SHAPES = {m.name: m.shape for m in MODELS}
+ONSET = {m.name for m in MODELS if m.onset}
+VECTORISED = {"cliff_tail", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 MODEL_SHAPES["split"] = "split level (near and far half)"
 
 
@@ -73,7 +78,8 @@ def _huber(e: np.ndarray, delta: float) -> np.ndarray:
     return np.minimum(e * e, delta * delta)
 
 
-def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float):
+def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float,
+           u_mid: float = 1.0):
     """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points): returns
     (rss, 1/B_hi, 1/B_lo); rss is inf where the fit is not a fall (the lower level as fast)."""
     X1, X2 = H, (1.0 - H) * u
@@ -87,7 +93,7 @@ def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.nda
     det = np.where(ok, det, 1.0)
     c1 = (a22 * b1 - a12 * b2) / det
     c2 = (a11 * b2 - a12 * b1) / det
-    ok &= (c1 > 0) & (c2 * float(np.median(u)) > 1.02 * c1)
+    ok &= (c1 > 0) & (c2 * u_mid > 1.02 * c1)
     vhat = c1[..., None] * X1 + c2[..., None] * X2
     ok &= np.all(vhat > 0, axis=-1)
     e = y + np.log10(np.where(vhat > 0, vhat, 1.0))
@@ -107,9 +113,10 @@ class _Window:
         self.v = 10.0 ** -self.y
         self.w = 1.0 / self.v ** 2
         self.delta = CAP * max(sigma_point, 1e-3)
+        self.u_mid = float(np.median(self.u))
 
     def rss(self, H: np.ndarray):
-        return _solve(H, self.v, self.w, self.u, self.y, self.delta)
+        return _solve(H, self.v, self.w, self.u, self.y, self.delta, self.u_mid)
 
 
 def _candidates(win: _Window, model: HitModel) -> np.ndarray:
@@ -123,18 +130,21 @@ def _candidates(win: _Window, model: HitModel) -> np.ndarray:
 def _fit_model(win: _Window, model: HitModel) -> ModelFit | None:
     lnc = _candidates(win, model)
     R = np.exp(win.x[None, :] - lnc[:, None])
-    best_rss = np.full(lnc.size, np.inf)
-    best = (np.inf, None, None, None, None)
-    for theta in model.thetas():
-        H = model.hit(R, theta)
-        rss, c1, c2 = win.rss(H)
-        best_rss = np.minimum(best_rss, rss)
-        i = int(np.argmin(rss))
-        if rss[i] < best[0]:
-            best = (float(rss[i]), theta, float(lnc[i]), float(c1[i]), float(c2[i]))
-    if not math.isfinite(best[0]):
+    thetas = model.thetas()
+    if model.name in VECTORISED and len(thetas) > 1:
+        # every shape parameter at once: (thetas, candidates, points)
+        grid = np.asarray(thetas, dtype=float)
+        H = model.hit(R[None], tuple(grid[:, j][:, None, None] for j in range(grid.shape[1])))
+        rss, c1, c2 = win.rss(H.reshape(-1, win.x.size))
+        rss, c1, c2 = (a.reshape(len(thetas), lnc.size) for a in (rss, c1, c2))
+    else:
+        parts = [win.rss(model.hit(R, theta)) for theta in thetas]
+        rss, c1, c2 = (np.stack([p[j] for p in parts]) for j in range(3))
+    best_rss = rss.min(axis=0)
+    t, i = np.unravel_index(int(np.argmin(rss)), rss.shape)
+    if not math.isfinite(rss[t, i]):
         return None
-    rss, theta, c, c1, c2 = best
+    rss, theta, c, c1, c2 = float(rss[t, i]), thetas[t], float(lnc[i]), float(c1[t, i]), float(c2[t, i])
     fit = ModelFit(model.name, theta, math.exp(c), rss, -math.log10(c1), -math.log10(c2 * float(np.median(win.u))),
                    profile=(lnc, best_rss))
     return _refine(win, model, fit)
@@ -299,8 +309,16 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         low = high = math.exp(lncap)
         spread = 0.0
     cap = math.exp(lncap)
+    # an onset model's C can be anywhere from its last size served whole to the next size
+    for f in fits:
+        if f.weight >= 0.1 and f.model in ONSET:
+            above = win.sizes[win.sizes > f.capacity_bytes * (1 + 1e-9)]
+            if above.size:
+                high = max(high, float(above[0]))
+            low = min(low, f.capacity_bytes)
+    low, high = min(low, cap * (1 - FLOOR)), max(high, cap * (1 + FLOOR))
     top = max(fits, key=lambda f: f.weight)
-    return FallFit(cap, min(low, cap), max(high, cap), spread, MODEL_SHAPES[top.model], fits, sigma)
+    return FallFit(cap, low, high, spread, MODEL_SHAPES[top.model], fits, sigma)
 
 
 def describe(fit: FallFit, sizes: np.ndarray) -> dict:

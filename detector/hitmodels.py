@@ -101,17 +101,23 @@ def _random_ways(r, a):
     return np.interp(lnr, TABLE_LNR, _random_ways_table(float(a)))
 
 
-TABLE_LNR = np.linspace(-5.0, 3.0, 3201)
+TABLE_LNR = np.linspace(-4.0, 2.5, 1301)
 
 
 def _random_ways_direct(r, a):
-    lam = a * np.maximum(r, 0.0)
-    top = int(np.ceil(float(np.max(lam)) + 8 * math.sqrt(float(np.max(lam)) + 1) + 8))
-    k = np.arange(top + 1, dtype=float)                     # other lines in the set
-    per_load = _random_fixed_point((k + 1) / a)
-    # Poisson pmf of k at each lam, in logs
-    logp = k * np.log(np.maximum(lam[..., None], 1e-300)) - lam[..., None] - gammaln(k + 1)
-    return np.clip((np.exp(logp) * per_load).sum(-1), 0.0, 1.0)
+    """The sum over set loads, each r on the window of loads its Poisson puts weight on."""
+    lam = a * np.maximum(np.asarray(r, dtype=float), 0.0)
+    out = np.empty_like(lam)
+    flat_lam, flat_out = lam.reshape(-1), out.reshape(-1)
+    for start in range(0, flat_lam.size, 256):
+        chunk = flat_lam[start:start + 256]
+        lo = max(0, int(np.floor(chunk.min() - 9 * math.sqrt(chunk.min() + 1) - 4)))
+        hi = int(np.ceil(chunk.max() + 9 * math.sqrt(chunk.max() + 1) + 8))
+        k = np.arange(lo, hi + 1, dtype=float)      # other lines in the set
+        per_load = _random_fixed_point((k + 1) / a)
+        logp = k * np.log(np.maximum(chunk[:, None], 1e-300)) - chunk[:, None] - gammaln(k + 1)
+        flat_out[start:start + 256] = (np.exp(logp) * per_load).sum(-1)
+    return np.clip(out, 0.0, 1.0)
 
 
 HIT = {"lru": _lru, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _plru,
@@ -121,11 +127,11 @@ HIT = {"lru": _lru, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _
 MODELS = (
     HitModel("lru", "cliff", True),
     HitModel("cliff_tail", "cliff, then partial hits", True,
-             (tuple(np.round(np.linspace(0.05, 0.95, 13), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 10), 4)))),
+             (tuple(np.round(np.linspace(0.05, 0.95, 10), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 8), 4)))),
     HitModel("random", "random-replacement tail", True),
     HitModel("plru", "decline, then collapse", False,
-             (tuple(np.round(np.geomspace(0.05, 1.5, 10), 4)), tuple(np.round(np.geomspace(1.1, 3.2, 14), 4)))),
-    HitModel("hashed", "hashed-set fall", False, (tuple(np.round(np.geomspace(0.004, 0.35, 20), 5)),)),
+             (tuple(np.round(np.geomspace(0.05, 1.5, 8), 4)), tuple(np.round(np.geomspace(1.1, 3.2, 11), 4)))),
+    HitModel("hashed", "hashed-set fall", False, (tuple(np.round(np.geomspace(0.004, 0.35, 14), 5)),)),
     HitModel("ways", "hashed-set fall", False, (tuple(float(2 ** k) for k in range(1, 11)),)),
     HitModel("random_ways", "random replacement, hashed sets", False, (tuple(float(2 ** k) for k in range(1, 8)),)),
 )

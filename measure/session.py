@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from measure.device import DeviceFacts
 from measure.kernel_meta import COARSE_BYTES
 from measure.launch import LaunchConfig, TimingDevice
@@ -177,6 +179,36 @@ def probe_level_peaks(session: SessionReport, levels, log: MeasurementLog, opts:
     session.method["peak_probes"] = {"measurements": n, "seconds": round(time.perf_counter() - t, 3)}
     session.records = log.records
     return n
+
+
+REFINE_REPEATS = 2        # each size inside an uncertain capacity's interval measured this many times
+
+
+def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budget: int, on_point=None) -> int:
+    """Measure inside the intervals where a capacity is still uncertain (plain data from the
+    detector: sweep name, lowest and highest x in that sweep's units, how many sizes): sizes
+    spread over each, measured twice; the analysis runs again on every point. Returns the count."""
+    from measure.kernel_meta import round_to_granule
+    used = 0
+    meter = session.meter
+    for sweep, lo, hi, n in requests:
+        config = session.configs.get(sweep)
+        if config is None or meter is None or not hi > lo > 0:
+            continue
+        rows = 1 if sweep == "private" else config.rows(meter.device.facts.compute_units)
+        sizes = sorted({round_to_granule(x / rows) for x in np.geomspace(lo, hi, n + 2)[1:-1]})
+        for size in sizes:
+            for _ in range(REFINE_REPEATS):
+                if used >= budget:
+                    return used
+                m = meter.measure(config, size, phase="refine")
+                log.append(m)
+                used += 1
+                if on_point is not None:
+                    on_point(m)
+    session.records = log.records
+    session.method["interval_refine"] = {"measurements": used}
+    return used
 
 
 LATENCY_PROBE_SHARE = 21   # of the latency budget, kept for the sector and line probes (16 chases,

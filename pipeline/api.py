@@ -213,7 +213,7 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
 
 def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict, t0: float) -> Result:
     from measure.records import MeasurementLog
-    from measure.session import characterize as sweep, measure_latency, probe_latency_lines, probe_level_peaks
+    from measure.session import measure_latency, probe_latency_lines, probe_level_peaks
     warm: list[Future] = []
     log = MeasurementLog(out / "measurements.csv" if out else None)
 
@@ -224,8 +224,7 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
             warm.append(_warm_up())
         if progress is not None:
             progress(m)
-    try:
-        session = sweep(device, log, opts, on_point=on_point)
+    def latency_then_warm(session):
         if opts.latency_budget:
             measure_latency(session, device, log, opts, on_point)
         try:
@@ -233,12 +232,11 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
                 warm[0].result(timeout=60)
         except Exception:
             pass
-        from detector.analyze import detect_levels
+    try:
+        session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
+                                                          before_detect=latency_then_warm)
         from detector.latency import attach_lines, probe_targets
         from detector.peaks import attach_peaks
-        t = time.perf_counter()
-        detection = detect_levels(session.records, device.facts)
-        analysis_s = time.perf_counter() - t
         plot = _render_later(detection, _title(device.facts)) if out else None
         if opts.peak_budget:
             probe_level_peaks(session, detection.levels, log, opts, on_point)
@@ -268,6 +266,33 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
         session.method["precompile"] = {"seconds": device.precompile_seconds, "error": device.precompile_error}
     return _finish(detection, device.facts, session.records, out, base, session.method, session.warnings,
                    time.perf_counter() - t0, plot, tolerances)
+
+
+REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
+REFINE_ROUNDS = 2
+
+
+def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
+    """The sweeps, the analysis, then more points inside each capacity interval the analysis left
+    wide and the analysis again: (session, detection, analysis seconds). ``before_detect`` runs
+    once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
+    from detector.analyze import detect_levels, uncertain_falls
+    from measure.session import characterize as sweep, refine_intervals
+    session = sweep(device, log, opts, on_point=on_point)
+    if before_detect is not None:
+        before_detect(session)
+    t = time.perf_counter()
+    detection = detect_levels(session.records, device.facts)
+    seconds = time.perf_counter() - t
+    for _ in range(REFINE_ROUNDS):
+        budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
+        requests = uncertain_falls(detection)
+        if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
+            break
+        t = time.perf_counter()
+        detection = detect_levels(session.records, device.facts)
+        seconds += time.perf_counter() - t
+    return session, detection, seconds
 
 
 def _title(facts) -> str:
