@@ -72,7 +72,8 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         lo = np.asarray(lo_log, dtype=float)[order]
         lower_shape = 10.0 ** -(lo - float(np.median(lo)))
     point = noise_log if resample_sigma is None else resample_sigma
-    fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split)
+    fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
+                   sigma_curve=noise_log)
     if fit is None:
         return _step(sizes, y, hi_log, lo_log if not np.ndim(lo_log) else float(np.median(lo_log)))
     info = describe(fit, sizes)

@@ -69,7 +69,7 @@ class FallFit:
 
 MODEL_SHAPES = {m.name: m.shape for m in MODELS}
 ONSET = {m.name for m in MODELS if m.onset}
-VECTORISED = {"cliff_tail", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
+VECTORISED = {"modulo", "cliff_tail", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 MODEL_SHAPES["split"] = "split level (near and far half)"
 
 
@@ -104,7 +104,7 @@ def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.nda
 class _Window:
     """The points of one fall, prepared once for every model."""
 
-    def __init__(self, sizes, y, u, sigma_point: float):
+    def __init__(self, sizes, y, u, sigma_point: float, sigma_curve: float | None = None):
         order = np.argsort(sizes, kind="stable")
         self.sizes = np.asarray(sizes, dtype=float)[order]
         self.y = np.asarray(y, dtype=float)[order]
@@ -112,7 +112,9 @@ class _Window:
         self.x = np.log(self.sizes)
         self.v = 10.0 ** -self.y
         self.w = 1.0 / self.v ** 2
-        self.delta = CAP * max(sigma_point, 1e-3)
+        # the cap from the larger of the two noise readings: one point's (from near pairs, which
+        # repeated probes can make look quiet) and the curve's
+        self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
         self.u_mid = float(np.median(self.u))
 
     def rss(self, H: np.ndarray):
@@ -237,8 +239,10 @@ def _posterior(win: _Window, fits: list[ModelFit], sigma: float) -> tuple[np.nda
     return grid, total
 
 
+# each half of a split level falls within a tenth of its size (hashed sets of many ways): a broad
+# two-step "split" would stand for a smooth tail of partial hits, which other models describe
 SPLIT = HitModel("split", "split level (near and far half)", False,
-                 (tuple(np.round(np.geomspace(0.006, 0.2, 12), 5)),))
+                 (tuple(np.round(np.geomspace(0.006, 0.08, 9), 5)),))
 SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
 
 
@@ -274,14 +278,15 @@ def _fit_split(win: _Window) -> ModelFit | None:
     return fit
 
 
-def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False) -> FallFit | None:
+def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False,
+             sigma_curve: float | None = None) -> FallFit | None:
     """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
     the level may be split in two partitions with a slower far half (a model of its own)."""
     if len(sizes) < 4:
         return None
-    win = _Window(sizes, y, lower_shape, sigma_point)
+    win = _Window(sizes, y, lower_shape, sigma_point, sigma_curve)
     fits = [f for f in (_fit_model(win, m) for m in MODELS) if f is not None]
     if split:
         fits += [f for f in (_fit_split(win),) if f is not None]

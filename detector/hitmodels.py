@@ -6,6 +6,9 @@ harmonically with h (1/BW = h/B_hi + (1 - h)/B_lo), so a model and the two plate
 the whole fall.
 
 - ``lru``: LRU, no conflicts: every line hits up to C, none past it (a cliff at C).
+- ``modulo``: LRU with sets picked by address bits (modulo): past C the sweep overflows the sets
+  one by one, each set then missing on all its lines, so h = (1 - A (r - 1)) / r until every set
+  has overflowed at C (1 + 1/A).
 - ``cliff_tail``: a cliff at C onto partial hits that fade as a r^-p (an H200's L1).
 - ``random``: random replacement: h = 1 up to C, then the fixed point h = exp(-r (1 - h)).
 - ``plru``: pseudo-LRU: h leaves 100% at 0.9 C, is 95% at C, sags as 0.95 r^-d and collapses
@@ -51,6 +54,10 @@ class HitModel:
 
 def _lru(r):
     return (r <= 1.0).astype(float)
+
+
+def _modulo(r, a):
+    return np.where(r <= 1.0, 1.0, np.maximum(0.0, 1.0 - a * (r - 1.0)) / np.maximum(r, 1.0))
 
 
 def _cliff_tail(r, a, p):
@@ -120,12 +127,13 @@ def _random_ways_direct(r, a):
     return np.clip(out, 0.0, 1.0)
 
 
-HIT = {"lru": _lru, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _plru,
+HIT = {"lru": _lru, "modulo": _modulo, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _plru,
        "hashed": _hashed, "ways": _ways,
        "random_ways": _random_ways}
 
 MODELS = (
     HitModel("lru", "cliff", True),
+    HitModel("modulo", "cliff, sets overflowing one by one", True, (tuple(float(2 ** k) for k in range(1, 8)),)),
     HitModel("cliff_tail", "cliff, then partial hits", True,
              (tuple(np.round(np.linspace(0.05, 0.95, 10), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 8), 4)))),
     HitModel("random", "random-replacement tail", True),

@@ -26,20 +26,31 @@ PER_CU_WAYS = (4, 8, 16, 32, 64)
 DEVICE_WAYS = (8, 12, 16, 24, 32)
 TREE_WAYS = (4, 8, 16, 32)           # tree-PLRU needs a power of two
 LINE_BYTES = (64, 128)
-PAGE_BYTES = (64 * 1024, 2 * 1024 * 1024)
+PAGE_BYTES = (4 * 1024, 64 * 1024, 2 * 1024 * 1024)
+MIN_COLOURS = 256
 FORMULA_KEYS = ("width", "tail_hit", "tail_power", "decline_power", "collapse_ratio", "alias_depth")
 
 
 def draw_cache(rng, *, capacity_bytes: int, per_cu: bool = False) -> Cache:
-    """A cache of about ``capacity_bytes``: replacement, indexing, ways, line, sets."""
+    """A cache of about ``capacity_bytes``: replacement, indexing, ways, line, sets. Per-SM/CU
+    caches are indexed by their address bits (modulo); device caches hash lines over their sets or
+    take the set from the physical page (page_coloured), with 8 ways or more (what GPU L2s and
+    last-level caches are; a hashed cache of a handful of sets is one draw of a few set loads)."""
     replacement = POLICIES[int(rng.integers(len(POLICIES)))]
-    indexing = ("modulo", "hashed")[int(rng.integers(2))] if per_cu else \
-        ("hashed", "page_coloured")[int(rng.integers(2))]
+    indexing = "modulo" if per_cu else ("hashed", "page_coloured")[int(rng.integers(2))]
     ways_choice = TREE_WAYS if replacement == "tree_plru" else (PER_CU_WAYS if per_cu else DEVICE_WAYS)
+    if not per_cu:
+        ways_choice = tuple(w for w in ways_choice if w >= 8)
     ways = int(ways_choice[int(rng.integers(len(ways_choice)))])
     line_bytes = int(LINE_BYTES[int(rng.integers(len(LINE_BYTES)))])
     page_bytes = int(PAGE_BYTES[int(rng.integers(len(PAGE_BYTES)))])
     sets = max(1, round(capacity_bytes / (ways * line_bytes)))
+    if indexing == "page_coloured":
+        # at least MIN_COLOURS page colours: a set hash that takes frame bits from only a few
+        # pages is a staircase of a few colours' loads, not a fall any model of the mean places
+        page_bytes = max([p for p in PAGE_BYTES if sets * line_bytes // p >= MIN_COLOURS], default=0)
+        if not page_bytes:
+            indexing, page_bytes = "hashed", PAGE_BYTES[0]
     if indexing == "page_coloured":
         # a page holds whole colours of sets, or a way holds whole pages
         lines_per_page = page_bytes // line_bytes
@@ -65,12 +76,31 @@ def physics_level(rng, level: dict) -> None:
                  hit_table=[list(pair) for pair in hit_table(cache)], physics=describe(cache))
 
 
+def _ratio_where(table, level: float) -> float:
+    """The first W / C of a hit table where the hit rate is below ``level``."""
+    return next((r for r, h in table if h < level), table[-1][0])
+
+
 def draw_gpu(k: int) -> dict:
-    """Profile JSON of physics GPU number ``k`` (the same for the same k, on every machine)."""
+    """Profile JSON of physics GPU number ``k`` (the same for the same k, on every machine). Each
+    level's plateau is kept clear of the falls around it, as the formula generator keeps its own:
+    a physics fall can start earlier (hashed sets: near half the size) and end later (random
+    replacement: past three times it), so a level too close to the one before is moved up."""
     profile = draw_skeleton(k, stream=STREAM)
     profile["name"] = f"phys{k}"
+    cus, xcds = profile["compute_units"], max(profile.get("xcds", 1), 1)
+    prev_end = 0.0
     for i, level in enumerate(profile["levels"][:-1]):
-        physics_level(np.random.default_rng([STREAM, k, i]), level)
+        scale = {"per_cu": 1, "per_xcd": xcds}.get(level.get("scope", "device"), 1)
+        if i and level.get("scope") != "per_cu" and profile["levels"][i - 1].get("scope") == "per_cu":
+            prev_end *= cus       # the L2 fills at every SM's L1 together
+        for attempt in range(8):
+            physics_level(np.random.default_rng([STREAM, k, i, attempt]), level)
+            start = _ratio_where(level["hit_table"], 0.97) * level["capacity_bytes"] * scale
+            if start >= 1.5 * prev_end:
+                break
+            level["capacity_bytes"] = int(level["capacity_bytes"] * 1.5 * prev_end / start * 1.05)
+        prev_end = _ratio_where(level["hit_table"], 0.05) * level["capacity_bytes"] * scale
     if "l2_bytes_reported" in profile:     # the API reports the L2 it has
         profile["l2_bytes_reported"] = next(lv["capacity_bytes"] for lv in profile["levels"]
                                             if lv["name"] == "L2")
