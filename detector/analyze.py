@@ -26,8 +26,8 @@ from measure.errors import InputError
 from measure.records import Measurement
 
 LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling gets a warning
-DEVICE_SPEED = 1.3       # with no device fall to compare: a private plateau this much faster than the
-                         # shared sweep's first is per-SM/CU
+FASTER = 1.1            # a private level this much faster than every device level is per-SM/CU: the
+                         # private launch reaches a device level no faster than the shared one does
 SAME_FALL = 1.3          # a private fall this close (device-wide bytes) to one of the shared sweep's is
                          # the same device level's
 BANDWIDTH_FLOOR = 0.003  # run-to-run bandwidth spread a real card shows beyond its sampling noise
@@ -144,7 +144,7 @@ def _per_cu_count(priv: SweepAnalysis, shared: SweepAnalysis | None, facts: Devi
         scale = _footprint_scale(priv)
         n = 0
         while n < len(priv.steps):
-            faster = priv.plateaus[n].bandwidth_gbs > DEVICE_SPEED * device_gbs
+            faster = priv.plateaus[n].bandwidth_gbs > FASTER * device_gbs
             if not faster and _seen_in_shared(priv, n, shared, scale):
                 break
             n += 1
@@ -338,13 +338,13 @@ def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -
         lv.notes.append(text + "; not listed twice")
 
 
-UNCERTAIN = 1.04     # a capacity whose interval spans more than this factor each way is measured again
+UNCERTAIN = 1.03     # a capacity whose interval spans more than this factor either way is measured again
+REFINE_SIZES = 6     # sizes measured again per uncertain capacity
 
 
-def uncertain_falls(detection: Detection) -> list[tuple[str, float, float, int]]:
-    """(sweep, lowest x, highest x, sizes) where the capacity of a level's fall is still uncertain,
-    in the sweep's own x units: where more points would pin it down
-    (measure.session.refine_intervals), most of them where the fall begins."""
+def uncertain_falls(detection: Detection) -> list[tuple[str, list[float]]]:
+    """(sweep, sizes in that sweep's x units) for each level fall whose capacity interval is still
+    wide: sizes spread over the interval, for measure.session.refine_intervals."""
     out = []
     for name in ("private", "shared"):
         an = detection.sweeps.get(name)
@@ -352,10 +352,12 @@ def uncertain_falls(detection: Detection) -> list[tuple[str, float, float, int]]
             continue
         for st in an.steps:
             e = st.estimate
-            if e.high_bytes > e.capacity_bytes * UNCERTAIN or e.low_bytes < e.capacity_bytes / UNCERTAIN:
-                # most of them where the fall begins: what places a decline's or a tail's start
+            wide = e.high_bytes > e.capacity_bytes * UNCERTAIN or e.low_bytes < e.capacity_bytes / UNCERTAIN
+            if wide:
+                # most where the fall begins (what places a decline's or a tail's start), two past it
                 top = min(e.high_bytes, e.capacity_bytes * 1.3)
-                out.append((name, float(e.low_bytes), float(top), 6))
+                xs = list(np.geomspace(e.low_bytes, top, REFINE_SIZES + 2)[1:-1])
                 if e.high_bytes > top * 1.1:
-                    out.append((name, float(top), float(e.high_bytes), 2))
+                    xs += list(np.geomspace(top, e.high_bytes, 4)[1:-1])
+                out.append((name, [float(x) for x in xs]))
     return out

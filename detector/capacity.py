@@ -40,6 +40,7 @@ class CapacityEstimate:
     hi_log: float | None = None    # the plateau speeds the best model fitted (log10 GB/s)
     lo_log: float | None = None
     far_log: float | None = None   # a split level: its far half's speed
+    fit: object = field(default=None, repr=False)   # detector.fallfit.FallFit, for refinement
 
     @property
     def cliff(self) -> bool:
@@ -88,7 +89,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
                             repeatability=float(repeat), retained_bytes=retained,
                             width_octaves=float(info["width_octaves"]), fit_rms_log=rms, n_points=int(y.size),
                             shape_weights={k: round(v, 3) for k, v in fit.shape_weights().items()},
-                            hi_log=best.hi_log, lo_log=best.lo_log, far_log=best.far_log)
+                            hi_log=best.hi_log, lo_log=best.lo_log, far_log=best.far_log, fit=fit)
 
 
 def _hits(best, sizes: np.ndarray) -> np.ndarray:

@@ -343,3 +343,4 @@ def describe(fit: FallFit, sizes: np.ndarray) -> dict:
             "half_hit_bytes": fit.capacity_bytes * r50 if r50 else None,
             "width_octaves": math.log2(r20 / r97) if r20 and r97 else 0.0,
             "points_inside": int(inside)}
+

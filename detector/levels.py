@@ -60,8 +60,8 @@ class Step:
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside the fall
 
 
-STEP_EDGE_BINS = 8   # bins of each plateau that go into a fall's fit (an octave: the plateau speeds
-                     # are fitted with the fall, from points inside the plateaus)
+STEP_EDGE_OCTAVES = 1.5   # how far into each plateau a fall's fit reaches (its plateau speeds are
+                          # fitted with the fall, from points inside the plateaus)
 
 
 @dataclass
@@ -81,9 +81,11 @@ class SweepAnalysis:
         """Boolean mask of the curve's points that go into step ``i``'s estimate: the upper
         plateau's last bins, the fall, the lower plateau's first bins."""
         hi, lo = self.plateaus[i], self.plateaus[i + 1]
-        first = max(hi.first_bin, hi.last_bin - STEP_EDGE_BINS)
-        last = min(lo.last_bin, lo.first_bin + STEP_EDGE_BINS)
-        return (self.point_bin >= first) & (self.point_bin <= last)
+        x = self.curve.size_bytes
+        start = max(hi.size_lo_bytes, hi.size_hi_bytes / 2 ** STEP_EDGE_OCTAVES)
+        end = min(lo.size_hi_bytes, lo.size_lo_bytes * 2 ** STEP_EDGE_OCTAVES)
+        inside = (self.point_bin >= hi.first_bin) & (self.point_bin <= lo.last_bin)
+        return inside & (x >= start * (1 - 1e-9)) & (x <= end * (1 + 1e-9))
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from measure.device import DeviceFacts
 from measure.kernel_meta import COARSE_BYTES
@@ -185,19 +184,18 @@ REFINE_REPEATS = 2        # each size inside an uncertain capacity's interval me
 
 
 def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budget: int, on_point=None) -> int:
-    """Measure inside the intervals where a capacity is still uncertain (plain data from the
-    detector: sweep name, lowest and highest x in that sweep's units, how many sizes): sizes
-    spread over each, measured twice; the analysis runs again on every point. Returns the count."""
+    """Measure again where a capacity is still uncertain (plain data from the detector: sweep
+    name and the sizes, in that sweep's x units, where more readings tell most), each size a few
+    times; the analysis runs again on every point. Returns the count."""
     from measure.kernel_meta import round_to_granule
     used = 0
     meter = session.meter
-    for sweep, lo, hi, n in requests:
+    for sweep, xs in requests:
         config = session.configs.get(sweep)
-        if config is None or meter is None or not hi > lo > 0:
+        if config is None or meter is None:
             continue
         rows = 1 if sweep == "private" else config.rows(meter.device.facts.compute_units)
-        sizes = sorted({round_to_granule(x / rows) for x in np.geomspace(lo, hi, n + 2)[1:-1]})
-        for size in sizes:
+        for size in sorted({round_to_granule(x / rows) for x in xs if x > 0}):
             for _ in range(REFINE_REPEATS):
                 if used >= budget:
                     return used
@@ -207,7 +205,8 @@ def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budg
                 if on_point is not None:
                     on_point(m)
     session.records = log.records
-    session.method["interval_refine"] = {"measurements": used}
+    session.method["interval_refine"] = {"measurements": session.method.get("interval_refine", {}).get(
+        "measurements", 0) + used}
     return used
 
 

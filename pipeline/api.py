@@ -269,7 +269,7 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
 
 
 REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
-REFINE_ROUNDS = 2
+REFINE_ROUNDS = 4
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
