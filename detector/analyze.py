@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from detector.analyze_sweep import KNOWN_SPEED, analyze_sweep
+from detector.analyze_sweep import KNOWN_SPEED, analyze_sweep, inside_level
 from detector.capacity import CapacityEstimate, estimate_capacity
 from detector.curve import build_curve
 from detector.labels import device_names, documented_bytes, per_cu_names
@@ -172,8 +172,11 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
     if abs(offset) > math.log10(1.3):
         offset = 0.0   # the next private plateau is not the shared sweep's level seen again
     old = priv.steps[k]
+    sigma = priv.point_sigma or priv.sigma
     est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
-                            below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma)
+                            below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,
+                            plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma),
+                                      inside_level(priv.curve, nxt, upper=False, sigma=sigma)))
     priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 
 

@@ -51,6 +51,28 @@ def local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, def
     return float(np.median([np.median(y[sel & (point_bin == b)]) for b in np.unique(point_bin[sel])]))
 
 
+INSIDE_OCTAVES = (0.3, 1.5)   # a plateau's own points: at least this far from the fall, within this
+INSIDE_SIGMA = math.log10(1.03)   # ... and their level trusted to 3% at best: a segmented plateau
+                                  # may already hold the start of a slow decline
+
+
+def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float) -> tuple[float, float]:
+    """A plateau's speed from points inside it only (log10 GB/s) and its 1-sigma: the upper one's
+    from its first octave and a half, the lower one's from after the fall has ended; refinement
+    crowds points at the plateau's edge, and they belong to the fall. Its sigma: the points' noise over
+    their number, and never under INSIDE_SIGMA."""
+    x = curve.size_bytes
+    near, far = INSIDE_OCTAVES
+    if upper:   # its first octave and a half: a slow decline may already hold the rest
+        sel = (x >= p.size_lo_bytes) & (x <= min(p.size_hi_bytes / 2 ** near, p.size_lo_bytes * 2 ** far))
+    else:       # past the fall's last partial hits, within two octaves
+        sel = (x >= p.size_lo_bytes * 2 ** near) & (x <= min(p.size_hi_bytes, p.size_lo_bytes * 2 ** (far + 0.5)))
+    ys = curve.y[sel]
+    if ys.size < 3:
+        return p.level_log, max(p.spread_log, sigma, 0.003) * 2
+    return float(np.median(ys)), max(1.2533 * sigma / math.sqrt(ys.size), INSIDE_SIGMA)
+
+
 def _stands_out(p: Plateau, neighbour: Plateau) -> bool:
     """A plateau between two others is a level only if it is flat against its steps (a short,
     scattered run of points between two levels is part of the fall)."""
@@ -169,7 +191,9 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
         # as memory does past a cache); the upper one's edge may already be inside the fall
         lo_log = local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
         est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i,
-                                resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0)
+                                resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
+                                plateaus=(inside_level(curve, hi, upper=True, sigma=an.point_sigma or sigma),
+                                          inside_level(curve, lo, upper=False, sigma=an.point_sigma or sigma)))
         rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
         inner = [p for p in partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
         steps.append(Step(upper=i, estimate=est, rise=rise, partials=inner))

@@ -60,11 +60,13 @@ def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> Cap
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
-                      resamples: int = BOOTSTRAP, split: bool = False) -> CapacityEstimate:
+                      resamples: int = BOOTSTRAP, split: bool = False, plateaus=None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``hi_log``/``lo_log``: the plateaus' levels from segmentation (the lower one may be one figure
     per point: a level that is itself falling, whose shape then enters the fit); ``noise_log``:
-    the curve's noise; ``resample_sigma``: one point's noise (``noise_log`` when not given)."""
+    the curve's noise; ``resample_sigma``: one point's noise (``noise_log`` when not given);
+    ``plateaus``: ((log10 GB/s, 1-sigma) of the upper plateau, of the lower one) from their own
+    points, which hold the fit's plateau speeds near them."""
     order = np.argsort(sizes, kind="stable")
     sizes = np.asarray(sizes, dtype=float)[order]
     y = np.asarray(y, dtype=float)[order]
@@ -74,7 +76,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         lower_shape = 10.0 ** -(lo - float(np.median(lo)))
     point = noise_log if resample_sigma is None else resample_sigma
     fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
-                   sigma_curve=noise_log)
+                   sigma_curve=noise_log, plateaus=plateaus)
     if fit is None:
         return _step(sizes, y, hi_log, lo_log if not np.ndim(lo_log) else float(np.median(lo_log)))
     info = describe(fit, sizes)

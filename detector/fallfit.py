@@ -22,6 +22,7 @@ from scipy.optimize import least_squares
 
 from detector.hitmodels import MODELS, HitModel, crossing_ratio, hit_curve
 
+LN10 = math.log(10.0)
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
 COMMON_GRID = 480       # the grid the models' profile likelihoods are mixed on
 CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
@@ -79,15 +80,21 @@ def _huber(e: np.ndarray, delta: float) -> np.ndarray:
 
 
 def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float,
-           u_mid: float = 1.0):
+           u_mid: float = 1.0, prior=None):
     """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points): returns
-    (rss, 1/B_hi, 1/B_lo); rss is inf where the fit is not a fall (the lower level as fast)."""
+    (rss, 1/B_hi, 1/B_lo); rss is inf where the fit is not a fall (the lower level as fast).
+    ``prior``: (1/B_hi, 1/B_lo, weight of each) from the plateaus' own points, which hold the
+    speeds there (a ridge on each: the fit moves them only as far as the fall's points insist)."""
     X1, X2 = H, (1.0 - H) * u
     a11 = (w * X1 * X1).sum(-1)
     a12 = (w * X1 * X2).sum(-1)
     a22 = (w * X2 * X2).sum(-1)
     b1 = (w * X1 * v).sum(-1)
     b2 = (w * X2 * v).sum(-1)
+    if prior is not None:
+        p1, p2, l1, l2 = prior
+        a11, b1 = a11 + l1, b1 + l1 * p1
+        a22, b2 = a22 + l2, b2 + l2 * p2
     det = a11 * a22 - a12 * a12
     ok = det > 1e-12 * np.maximum(a11 * a22, 1e-300)
     det = np.where(ok, det, 1.0)
@@ -97,14 +104,17 @@ def _solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.nda
     vhat = c1[..., None] * X1 + c2[..., None] * X2
     ok &= np.all(vhat > 0, axis=-1)
     e = y + np.log10(np.where(vhat > 0, vhat, 1.0))
-    rss = np.where(ok, _huber(e, delta).sum(-1), np.inf)
+    rss = _huber(e, delta).sum(-1)
+    if prior is not None:   # the plateaus' own points count as they would in the fit (log10 units)
+        rss = rss + (l1 * (c1 - p1) ** 2 + l2 * (c2 - p2) ** 2) / LN10 ** 2
+    rss = np.where(ok, rss, np.inf)
     return rss, c1, c2
 
 
 class _Window:
     """The points of one fall, prepared once for every model."""
 
-    def __init__(self, sizes, y, u, sigma_point: float, sigma_curve: float | None = None):
+    def __init__(self, sizes, y, u, sigma_point: float, sigma_curve: float | None = None, plateaus=None):
         order = np.argsort(sizes, kind="stable")
         self.sizes = np.asarray(sizes, dtype=float)[order]
         self.y = np.asarray(y, dtype=float)[order]
@@ -116,9 +126,17 @@ class _Window:
         # repeated probes can make look quiet) and the curve's
         self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
         self.u_mid = float(np.median(self.u))
+        self.prior = None
+        if plateaus is not None:
+            # each plateau's speed from its own points (log10 GB/s and its 1-sigma) as a ridge on
+            # 1/GB/s, weighed as that many points of this noise would weigh in the fit
+            (hi, s_hi), (lo, s_lo) = plateaus
+            p1, p2 = 10.0 ** -hi, 10.0 ** -lo / self.u_mid
+            point = max(sigma_point, 1e-3)
+            self.prior = (p1, p2, (point / (max(s_hi, 1e-4) * p1)) ** 2, (point / (max(s_lo, 1e-4) * p2)) ** 2)
 
     def rss(self, H: np.ndarray):
-        return _solve(H, self.v, self.w, self.u, self.y, self.delta, self.u_mid)
+        return _solve(H, self.v, self.w, self.u, self.y, self.delta, self.u_mid, self.prior)
 
 
 def _candidates(win: _Window, model: HitModel) -> np.ndarray:
@@ -177,11 +195,16 @@ def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
         H = model.hit(np.exp(win.x - c)[None, :], th)
         rss, c1, c2 = win.rss(H)
         if not np.isfinite(rss[0]):
-            return np.full(win.x.size, 1.0)
+            return np.full(win.x.size + 2, 1.0)
         vhat = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
         e = win.y + np.log10(vhat)
-        # the capped loss as residuals, so least_squares minimises the same figure
-        return np.clip(e, -win.delta, win.delta)
+        # the capped loss as residuals, so least_squares minimises the same figure, and the
+        # plateaus' ridge as two more
+        prior = [0.0, 0.0]
+        if win.prior is not None:
+            p1, p2, l1, l2 = win.prior
+            prior = [math.sqrt(l1) * (c1[0] - p1) / LN10, math.sqrt(l2) * (c2[0] - p2) / LN10]
+        return np.concatenate([np.clip(e, -win.delta, win.delta), prior])
 
     p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
     try:
@@ -279,14 +302,14 @@ def _fit_split(win: _Window) -> ModelFit | None:
 
 
 def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False,
-             sigma_curve: float | None = None) -> FallFit | None:
+             sigma_curve: float | None = None, plateaus=None) -> FallFit | None:
     """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
     the level may be split in two partitions with a slower far half (a model of its own)."""
     if len(sizes) < 4:
         return None
-    win = _Window(sizes, y, lower_shape, sigma_point, sigma_curve)
+    win = _Window(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
     fits = [f for f in (_fit_model(win, m) for m in MODELS) if f is not None]
     if split:
         fits += [f for f in (_fit_split(win),) if f is not None]

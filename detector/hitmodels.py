@@ -12,7 +12,8 @@ the whole fall.
 - ``cliff_tail``: a cliff at C onto partial hits that fade as a r^-p (an H200's L1).
 - ``random``: random replacement: h = 1 up to C, then the fixed point h = exp(-r (1 - h)).
 - ``plru``: pseudo-LRU: h leaves 100% at 0.9 C, is 95% at C, sags as 0.95 r^-d and collapses
-  near k C (the NVIDIA L1 tables).
+  near k C (the NVIDIA L1 tables). The sag is what places C: d from 0.15 and k from 1.25 keep
+  it visible (with no sag, C would slide freely below a collapse that a hashed fall describes).
 - ``hashed``: LRU with hashed sets, as a logistic in ln r of scale s (half the data hits at C).
 - ``ways``: LRU with randomly hashed sets of A ways: a set holding n lines serves all of them
   when n <= A, so h = P[Poisson(A r) <= A - 1] (0.47 at C for 16 ways, 0.97 near 0.55 C).
@@ -138,7 +139,7 @@ MODELS = (
              (tuple(np.round(np.linspace(0.05, 0.95, 10), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 8), 4)))),
     HitModel("random", "random-replacement tail", True),
     HitModel("plru", "decline, then collapse", False,
-             (tuple(np.round(np.geomspace(0.05, 1.5, 8), 4)), tuple(np.round(np.geomspace(1.1, 3.2, 11), 4)))),
+             (tuple(np.round(np.geomspace(0.15, 1.5, 8), 4)), tuple(np.round(np.geomspace(1.25, 3.2, 11), 4)))),
     HitModel("hashed", "hashed-set fall", False, (tuple(np.round(np.geomspace(0.004, 0.35, 14), 5)),)),
     HitModel("ways", "hashed-set fall", False, (tuple(float(2 ** k) for k in range(1, 11)),)),
     HitModel("random_ways", "random replacement, hashed sets", False, (tuple(float(2 ** k) for k in range(1, 8)),)),
