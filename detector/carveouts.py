@@ -10,6 +10,7 @@ granted (the driver kept its own carveout).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -20,7 +21,7 @@ from detector.curve import build_curve
 from detector.units import fmt_bytes
 from measure.carveout import (documented_array_kib, implied_carveout_kib, preference_pct, reserved_per_block,
                               supported_carveouts)
-from measure.carveout_window import Window, array_bytes, window_for
+from measure.carveout_window import MIN_BYTES, Window, array_bytes, window_for
 from measure.errors import InputError
 from measure.records import Measurement
 
@@ -146,8 +147,10 @@ def analyze_carveouts(records: list[Measurement], facts, *, default_l1_bytes: fl
     array = array_bytes(facts, default_l1_bytes)
     main = [r for r in records if not is_carveout(r) and r.sweep == "private" and r.metric == "bandwidth"]
     chase = [r for r in records if not is_carveout(r) and r.sweep == "chase" and r.phase in ("coarse", "refine")]
-    # the default launch carves at least nothing: its window reaches the whole array's L1
-    default = _row(None, None, main, chase, window_for(0, array, facts) if array else None, driver_default=True)
+    # the default launch carves at least nothing: its window reaches the whole array's L1, and it
+    # starts where the run's own sweep started (the whole plateau: the fall is read in context)
+    window = dataclasses.replace(window_for(0, array, facts), lo_bytes=MIN_BYTES) if array else None
+    default = _row(None, None, main, chase, window, driver_default=True)
     if default.l1_capacity_bytes:
         default.carveout_kib = implied_carveout_kib(default.l1_capacity_bytes, facts)
     rows = [default] if main else []

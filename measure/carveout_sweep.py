@@ -7,18 +7,24 @@ analysis (detector.carveouts) reads them apart from the run's own.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+
+import numpy as np
 
 from measure.carveout import LaunchShared, parse_carveouts, supported_carveouts
 from measure.carveout_window import array_bytes, window_for
 from measure.chains import DENSE_SLOT_BYTES, ChainSpec
 from measure.errors import InputError
+from measure.kernel_meta import GRANULE_BYTES, round_to_granule
 from measure.records import MeasurementLog
 from measure.sweep import AdaptiveSweep, SweepPlan
 
 BUDGET = 48              # measurements per carveout, the chase point included
 POINTS_PER_OCTAVE = 8    # the window spans under two octaves: a point per analysis bin
 CHASE_SHARE = 0.5        # the chase's chain: this share of the expected L1
+CROSSINGS = (0.5, 0.95)  # where the fall is bisected: its middle and its top (the L1's end); its foot
+                         # (20% hits) says nothing of the capacity
 
 
 def check_carveouts(device, text: str | None, sweeps: tuple[str, ...]) -> tuple[int, ...]:
@@ -52,11 +58,52 @@ def launch_shared(device, config) -> LaunchShared | None:
     return LaunchShared(shared if shared is not None else 0, max(per_sm, 1), pct)
 
 
+class CarveoutSweep(AdaptiveSweep):
+    """The run's adaptive sweep, with the first size past the first fall read three times: the
+    bisection and the cliff walk look for the L1's end only below that size, so one slow reading
+    there (a launch that waited) would hide where the L1 really ends."""
+
+    def recheck_outliers(self, sizes: list[int], levels: np.ndarray) -> None:
+        super().recheck_outliers(sizes, levels)
+        levels = np.array([self.state.level(s) for s in sizes])
+        step = max(5 * self.sigma, self.plan.min_step / math.log(10))
+        for i in range(1, len(sizes)):
+            if levels[i - 1] - levels[i] > step:
+                for _ in range(2):
+                    self._measure(sizes[i], "check")
+                return
+
+
+    def walk_first_fall(self, lo_size: int, hi_size: int, tr) -> None:
+        """The cliff walk, then the last bracket of the 95% crossing scanned on the walk's grid
+        (one reading a size, until two in a row read below 80% hits): near an L1's end set
+        aliasing dips a few percent, the bisection stops undecided and the walk may not start
+        (its first step looks no steeper than a dip)."""
+        super().walk_first_fall(lo_size, hi_size, tr)
+        hi_is_above = tr.hi_log > tr.lo_log
+        at95 = -math.log10(0.95 * 10 ** -tr.hi_log + 0.05 * 10 ** -tr.lo_log)
+        at80 = -math.log10(0.8 * 10 ** -tr.hi_log + 0.2 * 10 ** -tr.lo_log)
+        bracket = self._bracket(lo_size, hi_size, at95, hi_is_above)
+        if bracket is None:
+            return
+        left, right = bracket
+        step = max(GRANULE_BYTES, round_to_granule(left * self.plan.scan_step))
+        size, low_in_row = left, 0
+        for _ in range(self.plan.scan_points):
+            size += step
+            if size >= right or low_in_row >= 2:
+                return
+            if size not in self.state.values and self._measure(size, "refine") is None:
+                return
+            if size in self.state.values:
+                low_in_row = low_in_row + 1 if (self.state.level(size) < at80) == hi_is_above else 0
+
+
 def carveout_plan(base: SweepPlan, carveout_kib: int, lo_bytes: int, hi_bytes: int) -> SweepPlan:
     """The run's private plan under ``carveout_kib``, narrowed to [lo_bytes, hi_bytes]."""
     return dataclasses.replace(base, config=dataclasses.replace(base.config, carveout_kib=carveout_kib),
                                min_stream_bytes=lo_bytes, max_stream_bytes=hi_bytes, budget=BUDGET - 1,
-                               points_per_octave=POINTS_PER_OCTAVE, extend_stream_bytes=0)
+                               points_per_octave=POINTS_PER_OCTAVE, extend_stream_bytes=0, crossings=CROSSINGS)
 
 
 def run_carveouts(session, device, log: MeasurementLog, carveouts: tuple[int, ...], *, default_l1_bytes,
@@ -83,7 +130,7 @@ def run_carveouts(session, device, log: MeasurementLog, carveouts: tuple[int, ..
             continue
         t, before = time.perf_counter(), len(log.records)
         window = window_for(c, array, facts)
-        AdaptiveSweep(session.meter, carveout_plan(base, c, window.lo_bytes, window.hi_bytes), log, on_point).run()
+        CarveoutSweep(session.meter, carveout_plan(base, c, window.lo_bytes, window.hi_bytes), log, on_point).run()
         if latency:
             size = max(int(CHASE_SHARE * window.expected_bytes), 4096)
             m = meter.measure_chain(ChainSpec(max(2, size // DENSE_SLOT_BYTES), carveout_kib=c), phase="coarse",

@@ -155,8 +155,12 @@ class AdaptiveSweep:
             falls = [t for t in transitions if t.hi_log - t.lo_log >= max(math.log10(1.2), 10 * self.sigma)]
             first = min(falls, key=lambda t: t.left, default=None)
             if self.plan.scan_step > 0 and first is not None and coarse[first.left] < self.plan.large_bytes:
-                walk_cliff(self, coarse[first.left], coarse[first.right], first)
+                self.walk_first_fall(coarse[first.left], coarse[first.right], first)
         return self.log.records[start:]
+
+    def walk_first_fall(self, lo_size: int, hi_size: int, tr: Transition) -> None:
+        """Walk the first fall where it is a cliff (measure.cliff_walk)."""
+        walk_cliff(self, lo_size, hi_size, tr)
 
     def extend(self, coarse: list[int]) -> list[int]:
         """Coarse sizes past the planned end, two octaves at a time up to extend_stream_bytes,
