@@ -23,6 +23,8 @@ from measure.sweep import AdaptiveSweep, SweepPlan
 BUDGET = 48              # measurements per carveout, the chase point included
 POINTS_PER_OCTAVE = 8    # the window spans under two octaves: a point per analysis bin
 CHASE_SHARE = 0.5        # the chase's chain: this share of the expected L1
+EDGE_CHECKS = 3          # first sizes past the first fall read again, at most
+PLATEAU_SHARE = 0.95     # sizes below this share of the expected L1: its plateau, for the noise
 CROSSINGS = (0.5, 0.95)  # where the fall is bisected: its middle and its top (the L1's end); its foot
                          # (20% hits) says nothing of the capacity
 
@@ -59,19 +61,37 @@ def launch_shared(device, config) -> LaunchShared | None:
 
 
 class CarveoutSweep(AdaptiveSweep):
-    """The run's adaptive sweep, with the first size past the first fall read three times: the
+    """The run's adaptive sweep in a window around ``expected_bytes``, with the noise read where
+    the L1 should still hold and the first size past the first fall read three times: the
     bisection and the cliff walk look for the L1's end only below that size, so one slow reading
     there (a launch that waited) would hide where the L1 really ends."""
 
+    def __init__(self, meter, plan: SweepPlan, log: MeasurementLog, on_point=None, *, expected_bytes: int):
+        super().__init__(meter, plan, log, on_point)
+        self.expected_bytes = expected_bytes
+
+    def coarse_sigma(self, sizes: list[int], levels: np.ndarray) -> float:
+        """Half the window is the fall and its tail of partial hits, whose steady decline the
+        whole pass's differences would count as noise (hiding the fall itself): the sizes below
+        the expected L1 alone, where there are enough of them."""
+        below = levels[np.asarray(sizes) < PLATEAU_SHARE * self.expected_bytes]
+        return super().coarse_sigma(sizes, below if below.size >= 4 else levels)
+
     def recheck_outliers(self, sizes: list[int], levels: np.ndarray) -> None:
+        """The run's recheck, then the first size past the first fall read twice more; where
+        that reading was slow by chance, the first fall moves on and its first size is read
+        again too (at most EDGE_CHECKS sizes)."""
         super().recheck_outliers(sizes, levels)
-        levels = np.array([self.state.level(s) for s in sizes])
         step = max(5 * self.sigma, self.plan.min_step / math.log(10))
-        for i in range(1, len(sizes)):
-            if levels[i - 1] - levels[i] > step:
-                for _ in range(2):
-                    self._measure(sizes[i], "check")
+        confirmed: set[int] = set()
+        for _ in range(EDGE_CHECKS):
+            levels = np.array([self.state.level(s) for s in sizes])
+            edge = next((s for s, a, b in zip(sizes[1:], levels, levels[1:]) if a - b > step), None)
+            if edge is None or edge in confirmed:
                 return
+            confirmed.add(edge)
+            for _ in range(2):
+                self._measure(edge, "check")
 
 
     def walk_first_fall(self, lo_size: int, hi_size: int, tr) -> None:
@@ -130,7 +150,8 @@ def run_carveouts(session, device, log: MeasurementLog, carveouts: tuple[int, ..
             continue
         t, before = time.perf_counter(), len(log.records)
         window = window_for(c, array, facts)
-        CarveoutSweep(session.meter, carveout_plan(base, c, window.lo_bytes, window.hi_bytes), log, on_point).run()
+        CarveoutSweep(session.meter, carveout_plan(base, c, window.lo_bytes, window.hi_bytes), log, on_point,
+                      expected_bytes=window.expected_bytes).run()
         if latency:
             size = max(int(CHASE_SHARE * window.expected_bytes), 4096)
             m = meter.measure_chain(ChainSpec(max(2, size // DENSE_SLOT_BYTES), carveout_kib=c), phase="coarse",

@@ -17,7 +17,7 @@ from measure.kernel_meta import COARSE_BYTES
 KIB = 1024
 BELOW, ABOVE = 0.5, 1.6        # the window: this share of the expected L1 below and above it
 MIN_BYTES = 8 * KIB            # smaller working sets are loop-overhead bound
-SURE_ABOVE = 1.15              # ... and at least this far past the expected L1, whatever caps it
+SURE_ABOVE = 1.25              # ... and at least this far past the expected L1, whatever caps it
 
 
 @dataclass(frozen=True)
