@@ -52,7 +52,7 @@ def next_fall_bytes(facts: DeviceFacts) -> float | None:
 def window_for(carveout_kib: int, array: int, facts: DeviceFacts) -> Window:
     """The window for the L1 left by ``carveout_kib`` of an ``array``-byte array: from half the
     expected L1 (at least MIN_BYTES) to 1.6 times it, stopped short of the L2's fall where that
-    comes first (but never closer than 1.15 times the expected L1: an L1 larger than expected
+    comes first (but never closer than 1.25 times the expected L1: an L1 larger than expected
     because the driver kept its own carveout must still show its fall)."""
     expected = max(array - carveout_kib * KIB, MIN_BYTES)
     lo = max(MIN_BYTES, int(BELOW * expected))
