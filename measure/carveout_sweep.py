@@ -93,7 +93,6 @@ class CarveoutSweep(AdaptiveSweep):
             for _ in range(2):
                 self._measure(edge, "check")
 
-
     def walk_first_fall(self, lo_size: int, hi_size: int, tr) -> None:
         """The cliff walk, then the last bracket of the 95% crossing scanned on the walk's grid
         (one reading a size, until two in a row read below 80% hits): near an L1's end set
