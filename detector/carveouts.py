@@ -215,8 +215,8 @@ def launch_note(carveout: dict | None, l1_bytes: float | None) -> str:
             f"({who}; of a documented {carveout['documented_array_kib']} KiB L1/shared array)")
     if carveout.get("blocks_per_sm"):
         shared = carveout.get("shared_bytes_per_block")
-        text += (f"; the launch ran {carveout['blocks_per_sm']} blocks per SM of "
-                 f"{'?' if shared is None else shared} B shared memory and {carveout.get('reserved_bytes_per_block', 0)} B "
-                 f"reserved each" + (f", so at least {carveout['least_carveout_kib']} KiB had to be carved out"
-                                     if carveout.get("least_carveout_kib") is not None else ""))
+        text += (f"; the launch ran {carveout['blocks_per_sm']} blocks per SM of {'?' if shared is None else shared} B "
+                 f"shared memory and {carveout.get('reserved_bytes_per_block', 0)} B reserved each")
+        if carveout.get("least_carveout_kib") is not None:
+            text += f", so at least {carveout['least_carveout_kib']} KiB had to be carved out"
     return text

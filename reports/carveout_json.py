@@ -20,7 +20,8 @@ def result_fields(detection, launch: dict | None) -> tuple[dict, list[str]]:
     table = getattr(detection, "carveouts", None)
     if table is None:
         return dict(EMPTY), []
-    return {"carveouts": [r.to_dict() for r in table.rows], "unified_array": table.array.to_dict()}, list(table.warnings)
+    fields = {"carveouts": [r.to_dict() for r in table.rows], "unified_array": table.array.to_dict()}
+    return fields, list(table.warnings)
 
 
 def _number_or_null(v) -> bool:
