@@ -140,14 +140,16 @@ def parse_carveouts(text: str, facts: DeviceFacts) -> tuple[int, ...]:
 class LaunchShared:
     """What a launch's kernel needs of the array: shared memory per block, blocks per SM."""
 
-    shared_bytes_per_block: int
+    shared_bytes_per_block: int | None   # None: the compiled kernel did not say
     blocks_per_sm: int
     preference_pct: int | None      # None: the driver's own choice
 
     def to_dict(self, facts: DeviceFacts) -> dict:
+        least = (None if self.shared_bytes_per_block is None else
+                 least_carveout_kib(facts, self.shared_bytes_per_block, self.blocks_per_sm))
         return {"preference_pct": self.preference_pct, "shared_bytes_per_block": self.shared_bytes_per_block,
                 "blocks_per_sm": self.blocks_per_sm, "reserved_bytes_per_block": reserved_per_block(facts),
-                "least_carveout_kib": least_carveout_kib(facts, self.shared_bytes_per_block, self.blocks_per_sm)}
+                "least_carveout_kib": least}
 
 
 class CarveoutSetter:

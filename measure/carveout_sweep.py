@@ -57,7 +57,7 @@ def launch_shared(device, config) -> LaunchShared | None:
     if config.carveout_kib is not None:
         from measure.carveout import preference_pct
         pct = preference_pct(config.carveout_kib, facts)
-    return LaunchShared(shared if shared is not None else 0, max(per_sm, 1), pct)
+    return LaunchShared(shared, max(per_sm, 1), pct)
 
 
 class CarveoutSweep(AdaptiveSweep):
