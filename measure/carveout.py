@@ -168,6 +168,10 @@ class CarveoutSetter:
                 raise DeviceError(f"could not load the CUDA driver to set a carveout ({exc})") from None
         return self._lib
 
+    def held_any(self) -> bool:
+        """Whether some function holds a preference other than the driver's default."""
+        return any(v != CU_SHAREDMEM_CARVEOUT_DEFAULT for v in self._held.values())
+
     def apply(self, compiled, pct: int | None) -> None:
         """Ask for ``pct`` percent (None: the driver's default) on ``compiled``'s function."""
         fn = getattr(compiled, "function", None)
