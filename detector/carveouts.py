@@ -80,7 +80,8 @@ class CarveoutTable:
 
     @property
     def not_reached(self) -> list[int]:
-        return [r.carveout_kib for r in self.rows if not r.reached and not r.driver_default]
+        """Carveouts whose L1 was read and is the default's (those with no L1 read are not known)."""
+        return [r.carveout_kib for r in self.rows if not r.reached and not r.driver_default and r.l1_capacity_bytes]
 
 
 def _first_fall(rows: list[Measurement], window: Window | None):
