@@ -108,6 +108,10 @@ def main_parser() -> argparse.ArgumentParser:
                    help="skip the peak probes (tuned launches inside each plateau)")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the pointer-chase latency sweep and its sector and line probes")
+    p.add_argument("--carveouts", nargs="?", const="all", metavar="all|LIST",
+                   help="NVIDIA (sm_70 on): after the run, the L1 again under each shared-memory carveout the GPU "
+                        "offers (all, the default) or those listed in KiB (0,32,100,228), and the unified "
+                        "L1/shared array they share")
     _add_compare_options(p)
     return p
 
@@ -122,7 +126,8 @@ def _sweeps(text: str) -> tuple[str, ...]:
 def _options(args) -> "_api.Options":
     return _api.Options(budget=args.budget, latency=not args.no_latency, peaks=not args.no_peaks,
                         timing=args.timing, sweeps=_sweeps(args.sweeps), grid_multiplier=args.grid_multiplier,
-                        max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None)
+                        max_working_set_bytes=int(args.max_working_set * 2**20) if args.max_working_set else None,
+                        carveouts=args.carveouts)
 
 
 def _print(text: str, *, err: bool = False) -> None:

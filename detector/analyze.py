@@ -15,6 +15,7 @@ import numpy as np
 
 from detector.analyze_sweep import KNOWN_SPEED, analyze_sweep, inside_level
 from detector.capacity import CapacityEstimate, estimate_capacity
+from detector.carveouts import carveout_table, main_records
 from detector.curve import build_curve
 from detector.labels import device_names, documented_bytes, per_cu_names
 from detector.latency import analyze_latency, attach_latency, attach_lines
@@ -281,7 +282,9 @@ def _check_ceilings(levels: list[Level], facts: DeviceFacts, warnings: list[str]
 
 
 def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
-    """Find, name and size the cache levels in ``records``."""
+    """Find, name and size the cache levels in ``records``; records of the carveout sweeps (an
+    asked-for carveout) go to their own table (detector.carveouts), not into the levels."""
+    everything, records = records, main_records(records)
     warnings: list[str] = []
     sweeps: dict[str, SweepAnalysis] = {}
     # the shared sweep first: its device levels' speeds tell the private sweep which of its
@@ -322,7 +325,7 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
     _check_ceilings(levels, facts, warnings)
     if facts.simulated:
         warnings.append("simulated device: these figures come from a model, not from hardware")
-    return Detection(levels, sweeps, warnings)
+    return Detection(levels, sweeps, warnings, carveouts=carveout_table(everything, facts, levels))
 
 
 def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -> None:

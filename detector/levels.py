@@ -93,3 +93,4 @@ class Detection:
     levels: list[Level]
     sweeps: dict[str, SweepAnalysis]
     warnings: list[str] = field(default_factory=list)
+    carveouts: object = None     # detector.carveouts.CarveoutTable where records ran under asked carveouts

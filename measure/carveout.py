@@ -24,6 +24,12 @@ SUPPORTED_KIB = {
 }
 # Newer parts follow Hopper's steps up to their own largest shared memory per SM.
 STEPS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+# The unified L1/shared-memory array per SM in KiB, as the CUDA programming guide documents it.
+ARRAY_KIB = {"sm_70": 128, "sm_72": 128, "sm_75": 96, "sm_80": 192, "sm_86": 128, "sm_87": 192,
+             "sm_89": 128, "sm_90": 256}
+# An L1 read a little larger than array - carveout (no reserve, estimation error) still implies
+# that carveout, not the step below it.
+IMPLIED_SLACK = 0.01
 RESERVED_PER_BLOCK = 1024          # shared memory the system keeps per resident block (sm_80 and later)
 CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 CU_SHAREDMEM_CARVEOUT_DEFAULT = -1
@@ -47,6 +53,25 @@ def supported_carveouts(facts: DeviceFacts) -> tuple[int, ...]:
         return ()
     top = facts.shared_bytes_per_cu / 1024
     return tuple(c for c in STEPS_KIB if c <= top + 0.5)
+
+
+def documented_array_kib(facts: DeviceFacts) -> int | None:
+    """The unified L1/shared array per SM the CUDA guide documents (None: not documented or not
+    carved: AMD, before sm_70)."""
+    if not supported_carveouts(facts):
+        return None
+    return ARRAY_KIB.get(facts.arch)
+
+
+def implied_carveout_kib(l1_bytes: float | None, facts: DeviceFacts) -> int | None:
+    """The carveout a measured L1 implies: the largest supported carveout at or below the
+    documented array less the L1 (the rest is the system's reserve)."""
+    array = documented_array_kib(facts)
+    if not array or not l1_bytes or l1_bytes <= 0:
+        return None
+    room = array * (1 + IMPLIED_SLACK) - l1_bytes / 1024
+    fits = [c for c in supported_carveouts(facts) if c <= room]
+    return max(fits) if fits else None
 
 
 def reserved_per_block(facts: DeviceFacts) -> int:
@@ -115,14 +140,16 @@ def parse_carveouts(text: str, facts: DeviceFacts) -> tuple[int, ...]:
 class LaunchShared:
     """What a launch's kernel needs of the array: shared memory per block, blocks per SM."""
 
-    shared_bytes_per_block: int
+    shared_bytes_per_block: int | None   # None: the compiled kernel did not say
     blocks_per_sm: int
     preference_pct: int | None      # None: the driver's own choice
 
     def to_dict(self, facts: DeviceFacts) -> dict:
+        least = (None if self.shared_bytes_per_block is None else
+                 least_carveout_kib(facts, self.shared_bytes_per_block, self.blocks_per_sm))
         return {"preference_pct": self.preference_pct, "shared_bytes_per_block": self.shared_bytes_per_block,
                 "blocks_per_sm": self.blocks_per_sm, "reserved_bytes_per_block": reserved_per_block(facts),
-                "least_carveout_kib": least_carveout_kib(facts, self.shared_bytes_per_block, self.blocks_per_sm)}
+                "least_carveout_kib": least}
 
 
 class CarveoutSetter:
@@ -140,6 +167,10 @@ class CarveoutSetter:
             except OSError as exc:
                 raise DeviceError(f"could not load the CUDA driver to set a carveout ({exc})") from None
         return self._lib
+
+    def held_any(self) -> bool:
+        """Whether some function holds a preference other than the driver's default."""
+        return any(v != CU_SHAREDMEM_CARVEOUT_DEFAULT for v in self._held.values())
 
     def apply(self, compiled, pct: int | None) -> None:
         """Ask for ``pct`` percent (None: the driver's default) on ``compiled``'s function."""

@@ -29,6 +29,7 @@ class SessionOptions:
     timing: str = "events"            # "events" (regression) or "device" (in-kernel clock)
     max_working_set_bytes: int | None = None
     points_per_octave: int = 4
+    carveouts: tuple[int, ...] = ()   # the L1 again under each of these carveouts (KiB), after the run
 
 
 @dataclass
@@ -39,6 +40,7 @@ class SessionReport:
     meter: PointMeter | None = None
     configs: dict[str, LaunchConfig] = field(default_factory=dict)   # each sweep's launch
     latency_meter: object = None      # measure.latency.LatencyMeter, once the chase has run
+    plans: dict[str, SweepPlan] = field(default_factory=dict)   # each sweep's plan (the carveout sweeps start from it)
 
 
 def _largest_cache(facts: DeviceFacts) -> int:
@@ -163,7 +165,8 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     if seen and sm_max and min(seen) < 0.85 * sm_max:
         warnings.append(f"the SM clock dropped to {min(seen):.0f} MHz during the run (max {sm_max:.0f} MHz): "
                         f"throttling or power capping; bandwidths may be low")
-    return SessionReport(log.records, method, warnings, meter, {p.config.sweep: p.config for p in plans})
+    return SessionReport(log.records, method, warnings, meter, {p.config.sweep: p.config for p in plans},
+                         plans={p.config.sweep: p for p in plans})
 
 
 def probe_level_peaks(session: SessionReport, levels, log: MeasurementLog, opts: SessionOptions,

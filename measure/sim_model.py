@@ -56,6 +56,8 @@ class SimLevel:
     sector_bytes: int | None = None       # the unit it hands to the level above (default: the line)
     miss_bytes: int | None = None         # what a miss brings from below (default: the sector)
     hit_table: tuple[tuple[float, float], ...] = ()   # transition table: (ratio, hit rate)
+    unified_bytes: int | None = None      # per_cu on NVIDIA: the L1/shared array it is carved from
+    reserve_bytes: int = 0                # ... less what the system keeps (capacity = array - carveout - this)
 
     def hit_rate(self, ratio: float) -> float:
         """Hit rate of a cyclic sweep over ``ratio`` x the capacity."""

@@ -2,6 +2,7 @@
 and the built-in profiles (published figures and the reference cards' measured shapes)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from dataclasses import dataclass, field
@@ -28,8 +29,9 @@ LEVEL_RANGES = {"width": (0, 2, True, False), "tail_hit": (0, 1, False, False),
                 "alias_depth": (0, 0.9, False, False), "latency_ns": (0, 1e6, True, False),
                 "far_latency_ns": (0, 1e6, True, False), "line_bytes": (16, 4096, False, True),
                 "sector_bytes": (8, 4096, False, True), "miss_bytes": (8, 4096, False, True),
-                "partitions": (1, 2, False, True)}
-INTEGER_FIELDS = ("partitions", "line_bytes", "sector_bytes", "miss_bytes")
+                "partitions": (1, 2, False, True), "unified_bytes": (1024, 1 << 30, False, True),
+                "reserve_bytes": (0, 1 << 30, False, True)}
+INTEGER_FIELDS = ("partitions", "line_bytes", "sector_bytes", "miss_bytes", "unified_bytes", "reserve_bytes")
 MAX_TABLE_PAIRS = 4096
 
 
@@ -58,6 +60,17 @@ class SimProfile:
     seed: int = 1
     noise_bursts: list[dict] = field(default_factory=list)
     faults: dict = field(default_factory=dict)   # fail_after_calls, interrupt_after_calls, other_processes
+    default_carveout_kib: int | None = None   # the carveout a launch gets when it asks for none
+    least_carveout_kib: int = 0               # the driver never carves less for the tool's launches
+
+    def levels_under(self, carveout_kib: int | None) -> list[SimLevel]:
+        """The levels a launch sees when it asks for ``carveout_kib`` (None: the default): a
+        level on the unified array holds what the carveout the driver grants leaves of it."""
+        if carveout_kib is None or self.default_carveout_kib is None:
+            return self.levels
+        granted = max(carveout_kib, self.least_carveout_kib)
+        return [dataclasses.replace(lv, capacity_bytes=lv.unified_bytes - granted * 1024 - lv.reserve_bytes)
+                if lv.unified_bytes else lv for lv in self.levels]
 
     def true_capacity(self, name: str) -> int | None:
         for lv in self.levels:
@@ -147,8 +160,10 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
         facts.environment.setdefault("driver", facts.driver)
     if facts.total_memory_bytes is None:
         facts.total_memory_bytes = 16 * 2**30
-    return SimProfile(facts=facts, levels=levels, noise=noise, outlier_rate=outliers, seed=seed,
-                      noise_bursts=_bursts(data.get("noise_bursts"), source), faults=faults)
+    profile = SimProfile(facts=facts, levels=levels, noise=noise, outlier_rate=outliers, seed=seed,
+                         noise_bursts=_bursts(data.get("noise_bursts"), source), faults=faults)
+    _unified_array(profile, data, source)
+    return profile
 
 
 def load_profile(name_or_path: str) -> SimProfile:
@@ -162,3 +177,40 @@ def load_profile(name_or_path: str) -> SimProfile:
                          f"profiles: {', '.join(BUILTIN_PROFILES)}")
     data = read_json_bounded(path, what="profile", label="profile")
     return parse_profile(data, source=str(path))
+
+
+def _unified_array(profile: SimProfile, data: dict, source: str) -> None:
+    """The L1 carved from a unified array (NVIDIA sm_70 on): ``unified_bytes`` and
+    ``reserve_bytes`` on the per_cu level, ``default_carveout_kib`` (and ``least_carveout_kib``,
+    what the driver always keeps for the tool's launches) on the profile; the level's
+    capacity_bytes must be what the default carveout leaves."""
+    from measure.carveout import supported_carveouts
+    where = f"profile {source}"
+    unified = [lv for lv in profile.levels if lv.unified_bytes]
+    default, least = data.get("default_carveout_kib"), data.get("least_carveout_kib")
+    if not unified:
+        if default is not None or least is not None or any(lv.reserve_bytes for lv in profile.levels):
+            raise InputError(f"{where}: default_carveout_kib, least_carveout_kib and reserve_bytes need a "
+                             f"level with unified_bytes")
+        return
+    steps = supported_carveouts(profile.facts)
+    if not steps:
+        raise InputError(f"{where}: unified_bytes needs an NVIDIA arch of sm_70 or later (AMD's LDS is separate)")
+    if len(unified) > 1 or unified[0].scope != "per_cu":
+        raise InputError(f"{where}: unified_bytes belongs on the one per_cu level carved from the array")
+    for key, value in (("default_carveout_kib", default), ("least_carveout_kib", least)):
+        if value is not None and value not in steps:
+            raise InputError(f"{where}: {key} must be one of {', '.join(map(str, steps))}, got {value!r}")
+    if default is None:
+        raise InputError(f"{where}: a level with unified_bytes needs default_carveout_kib")
+    least = least or 0
+    if least > default:
+        raise InputError(f"{where}: least_carveout_kib ({least}) exceeds default_carveout_kib ({default})")
+    lv = unified[0]
+    want = lv.unified_bytes - default * 1024 - lv.reserve_bytes
+    if lv.capacity_bytes != want:
+        raise InputError(f"{where}: {lv.name} capacity_bytes must be unified_bytes - default_carveout_kib x 1024 "
+                         f"- reserve_bytes = {want}, got {lv.capacity_bytes}")
+    if lv.unified_bytes - max(steps) * 1024 - lv.reserve_bytes < 1024:
+        raise InputError(f"{where}: unified_bytes leaves less than 1 KiB of {lv.name} at the {max(steps)} KiB carveout")
+    profile.default_carveout_kib, profile.least_carveout_kib = int(default), int(least)

@@ -59,7 +59,8 @@ class SimulatedGPU:
         f = self.facts
         fp = footprints(config, f.compute_units, f.xcds, stream_bytes)
         skip_l1 = config.load_flavour == "l2only" or (config.load_flavour == "volatile" and f.vendor == "nvidia")
-        return mixed_bandwidth(self.profile.levels, fp, stream_bytes, self.profile.seed, skip_l1)
+        return mixed_bandwidth(self.profile.levels_under(config.carveout_kib), fp, stream_bytes, self.profile.seed,
+                               skip_l1)
 
     def other_processes(self) -> int | None:
         return self.profile.faults.get("other_processes", 0)
@@ -125,7 +126,7 @@ class SimulatedGPU:
 
     def chase_ns(self, spec) -> float:
         """The noiseless model latency of one hop of ``spec``'s chase."""
-        return chase_latency_ns(self.profile.levels, spec.elements, spec.slot_bytes, spec.sequential,
+        return chase_latency_ns(self.profile.levels_under(spec.carveout_kib), spec.elements, spec.slot_bytes, spec.sequential,
                                 spec.l2only, spec.partial)
 
     def time_chase(self, spec, warm_hops: int, hops: Sequence[int], repeats: int) -> ChaseTiming:
@@ -157,6 +158,10 @@ class SimulatedGPU:
         ms = self.INTERCEPT_MS + iters * iter_ms * per_launch
         self.modeled_gpu_seconds += float(ms.sum()) / 1e3
         return ms
+
+    def kernel_shared_bytes(self, config: LaunchConfig) -> int | None:
+        """Shared memory per block of the kernel ``config`` launches (the simulated kernel has none)."""
+        return 0
 
     @staticmethod
     def kernel_resources(num_warps: int) -> KernelResources:

@@ -138,7 +138,7 @@ class AdaptiveSweep:
         coarse = self.extend(coarse)
         if len(coarse) >= 3:
             levels = np.array([self.state.level(s) for s in coarse])
-            self.sigma = max(robust_sigma(levels, default=0.01), 0.002)
+            self.sigma = self.coarse_sigma(coarse, levels)
             self.recheck_outliers(coarse, levels)
             levels = np.array([self.state.level(s) for s in coarse])
             transitions = self.find_transitions(coarse, levels)
@@ -155,8 +155,16 @@ class AdaptiveSweep:
             falls = [t for t in transitions if t.hi_log - t.lo_log >= max(math.log10(1.2), 10 * self.sigma)]
             first = min(falls, key=lambda t: t.left, default=None)
             if self.plan.scan_step > 0 and first is not None and coarse[first.left] < self.plan.large_bytes:
-                walk_cliff(self, coarse[first.left], coarse[first.right], first)
+                self.walk_first_fall(coarse[first.left], coarse[first.right], first)
         return self.log.records[start:]
+
+    def walk_first_fall(self, lo_size: int, hi_size: int, tr: Transition) -> None:
+        """Walk the first fall where it is a cliff (measure.cliff_walk)."""
+        walk_cliff(self, lo_size, hi_size, tr)
+
+    def coarse_sigma(self, sizes: list[int], levels: np.ndarray) -> float:
+        """The noise of one reading (log10), from the coarse pass."""
+        return max(robust_sigma(levels, default=0.01), 0.002)
 
     def extend(self, coarse: list[int]) -> list[int]:
         """Coarse sizes past the planned end, two octaves at a time up to extend_stream_bytes,

@@ -114,6 +114,7 @@ class Options:
     sweeps: tuple[str, ...] = ("private", "shared")
     grid_multiplier: int = 4
     max_working_set_bytes: int | None = None
+    carveouts: str | None = None     # "all" or KiB such as "0,32,100,228": the L1 under each (NVIDIA)
 
     def session(self):
         from measure.session import SessionOptions
@@ -179,6 +180,8 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     session_opts = opts.session()
     device = device or open_device(gpu, simulate)
     facts = device.facts
+    from measure.carveout_sweep import check_carveouts
+    session_opts.carveouts = check_carveouts(device, opts.carveouts, session_opts.sweeps)
     base = resolve_baseline(baseline, facts)
     if session_opts.timing == "device":
         from measure.session import preflight_device_timing
@@ -242,6 +245,11 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
             probe_level_peaks(session, detection.levels, log, opts, on_point)
         if opts.latency_budget:
             probe_latency_lines(session, probe_targets(detection.levels), log, opts, on_point)
+        if opts.carveouts:
+            from measure.carveout_sweep import run_carveouts
+            session.method["carveouts"] = run_carveouts(session, device, log, opts.carveouts,
+                                                        default_l1_bytes=_l1_bytes(detection),
+                                                        latency=opts.latency_budget > 0, on_point=on_point)
     except KeyboardInterrupt:
         log.close()
         raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
@@ -257,6 +265,12 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
     # the peak, sector and line probes are not part of any curve: only their levels' figures change
     attach_peaks(detection.levels, session.records)
     attach_lines(detection.levels, session.records)
+    from detector.carveouts import carveout_table, launch_carveout
+    from measure.carveout_sweep import launch_shared
+    if opts.carveouts:
+        detection.carveouts = carveout_table(session.records, device.facts, detection.levels)
+    shared = launch_shared(device, session.configs.get("private"))
+    carveout = launch_carveout(shared.to_dict(device.facts) if shared else None, _l1_bytes(detection), device.facts)
     session.method["timing"] = opts.timing
     session.method["analysis_seconds"] = round(analysis_s, 3)
     session.method["process_seconds_before_measuring"] = round(t0 - T0, 3)
@@ -265,7 +279,12 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
     if getattr(device, "precompile_seconds", None) is not None or getattr(device, "precompile_error", ""):
         session.method["precompile"] = {"seconds": device.precompile_seconds, "error": device.precompile_error}
     return _finish(detection, device.facts, session.records, out, base, session.method, session.warnings,
-                   time.perf_counter() - t0, plot, tolerances)
+                   time.perf_counter() - t0, plot, tolerances, carveout=carveout)
+
+
+def _l1_bytes(detection) -> int | None:
+    """The first per-SM/CU level's capacity: the L1 the carveout is carved beside."""
+    return next((lv.capacity_bytes for lv in detection.levels if lv.scope == "per_cu"), None)
 
 
 REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
@@ -300,14 +319,15 @@ def _title(facts) -> str:
 
 
 def _finish(detection, facts, records, out, base, method, warnings, elapsed, plot=None,
-            tolerances: dict | None = None) -> Result:
+            tolerances: dict | None = None, carveout: dict | None = None) -> Result:
     from reports.result_json import build_result
     t = time.perf_counter()
     data = build_result(detection, facts, measurements=len(records), elapsed_s=elapsed, method=method,
-                        extra_warnings=warnings)
+                        extra_warnings=warnings, carveout=carveout)
     if base is not None:
         cmp = compare(base, data, **(tolerances or {}))
         data["comparison"] = {"drift": cmp.drift, "rows": cmp.rows, "environment": cmp.environment,
+                              "explained": cmp.explained,
                               "markdown": cmp.markdown()}
     if out is not None:
         from pipeline.outputs import write_result_files
@@ -359,9 +379,13 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -
         out_path = claim_out_dir(Path(out))
     try:
         from detector.analyze import detect_levels
+        from detector.carveouts import launch_carveout, recorded_launch
+        from reports.carveout_json import recorded_launch_of
         detection = detect_levels(records, facts)
+        carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
+                                   _l1_bytes(detection), facts)
         return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, carveout=carveout)
     finally:
         if out_path is not None:
             from pipeline.outputs import release

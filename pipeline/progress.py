@@ -9,6 +9,8 @@ STAGES = {"private": "bandwidth, rows by SM/CU", "shared": "bandwidth, whole dev
 
 
 def _stage(m) -> str:
+    if m.carveout_kib == m.carveout_kib:     # a launch under an asked-for carveout (--carveouts)
+        return "carveout sweeps"
     if m.phase == "peak":
         return "peak probes"
     if m.phase in ("sector", "line"):

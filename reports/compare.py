@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from measure.errors import InputError
+from reports.carveout_cause import carveout_cause
 from reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
 
 DEFAULT_CAPACITY_TOL = 0.03
@@ -36,6 +37,7 @@ class Comparison:
     environment: list[str] = field(default_factory=list)   # what changed around the card
     notes: list[str] = field(default_factory=list)
     drifted: list[str] = field(default_factory=list)       # "L1 capacity 221 KiB -> 205 KiB"
+    explained: list[str] = field(default_factory=list)     # changes with a named cause, not drift
 
     def markdown(self) -> str:
         table = markdown_table(["level", "quantity", "baseline", "current", "change", "detectable", "verdict"],
@@ -44,7 +46,9 @@ class Comparison:
         if self.environment:
             lines += ["Changed around the card: " + "; ".join(self.environment) + ".", ""]
         lines += [f"- {n}" for n in self.notes]
-        if self.notes:
+        lines += [f"- Not drift: {e} (the driver carved another share of the L1/shared array for the launch; "
+                  f"the cache did not change)" for e in self.explained]
+        if self.notes or self.explained:
             lines.append("")
         if self.drift:
             summary = "; ".join(self.environment + [d + ": drift" for d in self.drifted])
@@ -122,7 +126,8 @@ def compare_results(base: dict, cur: dict, *, capacity_tol: float = DEFAULT_CAPA
             else:
                 change, detectable, bad = judge(bcap, ccap, _rep(b, "capacity_repeatability"),
                                                 _rep(c, "capacity_repeatability"), capacity_tol)
-                _row(cmp, key, "capacity", fmt_bytes(bcap), fmt_bytes(ccap), change, detectable, bad)
+                cause = carveout_cause(base, cur) if bad and (b["name"], b.get("scope")) == ("L1", "per_cu") else None
+                _row(cmp, key, "capacity", fmt_bytes(bcap), fmt_bytes(ccap), change, detectable, bad, cause)
         change, detectable, bad = judge(b["bandwidth_gbs"], c["bandwidth_gbs"], _rep(b, "bandwidth_repeatability"),
                                         _rep(c, "bandwidth_repeatability"), bandwidth_tol)
         _row(cmp, key, "bandwidth", fmt_gbs(b["bandwidth_gbs"]), fmt_gbs(c["bandwidth_gbs"]), change, detectable, bad)
@@ -137,9 +142,13 @@ def compare_results(base: dict, cur: dict, *, capacity_tol: float = DEFAULT_CAPA
 
 
 def _row(cmp: Comparison, key: str, what: str, before: str, after: str, change: float, detectable: float,
-         bad: bool) -> None:
+         bad: bool, cause: str | None = None) -> None:
+    """One figure's row; a change with a ``cause`` (reports.carveout_cause) is named, not drift."""
+    if cause:
+        cmp.explained.append(cause)
+        bad = False
     cmp.drift |= bad
     if bad:
         cmp.drifted.append(f"{key.split(' (')[0]} {what} {before} -> {after}")
-    verdict = "DRIFT" if bad else "ok"
+    verdict = "DRIFT" if bad else (f"ok: {cause.split(': ')[-1]}" if cause else "ok")
     cmp.rows.append([key, what, before, after, f"{change:+.1%}", f"{detectable:.1%}", verdict])

@@ -131,7 +131,8 @@ def build_history(paths: list[Path], *, capacity_tol: float, bandwidth_tol: floa
             if before is not None:
                 cmp = compare_results(before.result, run.result, capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol)
                 run.drift, run.changes = cmp.drift, environment_changes(before.result, run.result)
-                said = "; ".join(run.changes + ([d + ": drift" for d in cmp.drifted] if cmp.drift else []))
+                drifted = [d + ": drift" for d in cmp.drifted] if cmp.drift else []
+                said = "; ".join(run.changes + cmp.explained + drifted)
                 run.verdict = ("DRIFT: " if cmp.drift else "ok") + (f" ({said})" if said else "")
             previous[label] = run
     return History(models, skipped)

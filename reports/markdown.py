@@ -1,6 +1,7 @@
 """report.md and the terminal summary."""
 from __future__ import annotations
 
+from reports import carveout_report
 from reports.fmt import fmt_bytes, fmt_gbs, markdown_table
 
 SCOPE_WORDS = {"per_cu": "per SM/CU", "per_xcd": "per XCD", "device": "device"}
@@ -93,6 +94,7 @@ def summary_table(result: dict) -> str:
     out = [f"{dev['name']}: {len(result['levels'])} levels from {result['measurements']} measurements "
            f"in {result['elapsed_s']:.1f} s", line(LEVEL_HEADER)]
     out += [line(r) for r in rows]
+    out += carveout_report.terminal(result)
     return "\n".join(out)
 
 
@@ -109,6 +111,9 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
              ["memory", f"{dev.get('memory_bus_width_bits') or '?'}-bit at "
                         f"{dev.get('mem_clock_max_mhz') or '?'} MHz"],
              ["driver / torch / triton", f"{dev.get('driver') or '-'} / {dev.get('torch') or '-'} / {dev.get('triton') or '-'}"]]
+    carveout = carveout_report.device_line(result)
+    if carveout:
+        facts.append(["shared memory carved out of the L1", carveout])
     clocks = method.get("sm_clock_seen_mhz")
     if clocks:
         facts.append(["SM clock seen during the run", f"{min(clocks):.0f} to {max(clocks):.0f} MHz"])
@@ -143,8 +148,14 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
         lines.append(f"- Peak probes: {peaks.get('measurements', 0)} measurements of other launch "
                      "configurations inside each plateau; the best is the `peak` column:")
         lines += [f"  - {lv['name']}: {lv['peak_launch']}" for lv in result["levels"] if lv.get("peak_launch")]
+    cv = method.get("carveouts")
+    if cv:
+        lines.append(f"- Carveouts: the private sweep again under each carveout asked for but the default's, "
+                     f"inside a window around the L1 it should leave, refined as the run's L1 is, and one chase "
+                     f"inside each L1: {cv.get('measurements', 0)} measurements, {cv.get('seconds', 0):.1f} s.")
     lines += ["", "## Levels", "", markdown_table(LEVEL_HEADER, levels_rows(result)), "",
               CAPACITY_TEXT, ""]
+    lines += carveout_report.section(result)
     notes = [(lv["name"], lv.get("notes")) for lv in result["levels"] if lv.get("notes")]
     if notes:
         lines += ["## Notes", ""]

@@ -5,6 +5,10 @@ and the bandwidth (1-sigma relative run-to-run spread, estimated inside the run)
 (ns and SM cycles), line and sector sizes; per device what a driver update can change; per run
 the time it was made. Version 1 files are read and migrated (the new fields null), as asv
 migrates its results: nothing measured is lost to a version bump.
+
+Schema 3 adds what the run's launches ran under (``device.carveout``) and, with ``--carveouts``,
+the L1 under each shared-memory carveout and the unified array (reports.carveout_json); older
+results read as having recorded no carveout.
 """
 from __future__ import annotations
 
@@ -14,14 +18,16 @@ import re
 import time
 from pathlib import Path
 
+from detector.carveouts import launch_note
 from detector.levels import Detection
 from measure.device import DeviceFacts
 from measure.errors import InputError
 from measure.safe_read import read_json_bounded
+from reports import carveout_json
 from reports.atomic import write_text_atomic
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 TOOL = {"name": "detect-caches", "version": "0.2.0"}
 LEVEL_NAME = re.compile(r"^(L\d{1,2}(\.\d{1,2})?( near)?|Infinity Cache|HBM|DRAM)$")
 SCOPES = ("per_cu", "per_xcd", "device")
@@ -45,18 +51,27 @@ MIGRATED_FIELDS = {"fall_shape": "", "half_hit_bytes": None, "capacity_repeatabi
 
 
 def build_result(detection: Detection, facts: DeviceFacts, *, measurements: int, elapsed_s: float,
-                 method: dict | None = None, extra_warnings: list[str] = ()) -> dict:
+                 method: dict | None = None, extra_warnings: list[str] = (), carveout: dict | None = None) -> dict:
+    """``carveout``: what the run's launches ran under (detector.carveouts.launch_carveout)."""
     device = facts.to_dict()
+    device["carveout"] = carveout
+    levels = [lv.to_dict() for lv in detection.levels]
+    l1 = next((lv for lv in levels if lv["scope"] == "per_cu"), None)
+    note = launch_note(carveout, l1["capacity_bytes"] if l1 else None)
+    if note:
+        l1["notes"] = "; ".join(n for n in (note, l1["notes"]) if n)
+    fields, carveout_warnings = carveout_json.result_fields(detection, carveout)
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": dict(TOOL),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "device": device,
-        "levels": [lv.to_dict() for lv in detection.levels],
+        "levels": levels,
+        **fields,
         "measurements": int(measurements),
         "elapsed_s": round(float(elapsed_s), 3),
         "method": method or {},
-        "warnings": list(detection.warnings) + list(extra_warnings),
+        "warnings": list(detection.warnings) + carveout_warnings + list(extra_warnings),
     }
 
 
@@ -65,13 +80,16 @@ def _num(v) -> bool:
 
 
 def migrate(data: dict) -> dict:
-    """A version-1 result as version 2: the fields it could not know are null."""
-    if data.get("schema_version") == 1:
-        data = dict(data, schema_version=SCHEMA_VERSION, migrated_from=1)
+    """An older result as the current version: the fields it could not know are null."""
+    version = data.get("schema_version")
+    if version == 1:
+        data = dict(data)
         data["levels"] = [{**MIGRATED_FIELDS, **lv} if isinstance(lv, dict) else lv for lv in data["levels"]]
         if isinstance(data.get("device"), dict):
             data["device"] = {"environment": {}, **data["device"]}
         data.setdefault("created", "")
+    if version in (1, 2):
+        data = dict(carveout_json.migrate(data), schema_version=SCHEMA_VERSION, migrated_from=version)
     return data
 
 
@@ -108,7 +126,9 @@ def validate_result(data, source: str = "result") -> dict:
         bad("method must be an object")
     if data.get("created") is not None and not isinstance(data.get("created"), str):
         bad("created must be a string")
-    return migrate(data)
+    data = migrate(data)
+    carveout_json.validate(data, bad)
+    return data
 
 
 def _check_level(lv, where: str, bad) -> None:

@@ -229,3 +229,25 @@ def test_transfer_probe_sees_the_l2_sector(gpu):
     rates = {s.stride_bytes: measure_transfer(gpu, s, target="L2", t0=time.perf_counter()).bandwidth_gbs
              for s in specs}
     assert transfer_unit(rates) == 32, rates
+
+
+@pytest.mark.parametrize("timing", ["events", "device"])
+def test_a_carveout_shrinks_the_l1_and_the_default_comes_back(gpu, timing):
+    """NVIDIA sm_80 on: 64 KiB per SM streams from the L1 under the driver's default carveout but
+    not under the largest one; asking for the default again restores it (issue 23). The kernel's
+    shared memory per block is read from its compiled metadata."""
+    from measure.carveout import supported_carveouts
+    from measure.launch import LaunchConfig
+    from measure.point import PointMeter, PointPolicy
+    steps = supported_carveouts(gpu.facts)
+    if not steps or int(gpu.facts.arch[3:]) < 80:
+        pytest.skip("no shared memory carved out of a large enough L1 here")
+    cfg = LaunchConfig("private", gpu.facts.compute_units * 4, 2048, 4, 1, "cached", True)
+    meter = PointMeter(gpu, PointPolicy(timing=timing))
+    size = 64 * 1024
+    default = meter.measure(cfg, size, phase="coarse").bandwidth_gbs
+    carved = meter.measure(LaunchConfig(**{**cfg.to_dict(), "carveout_kib": max(steps)}), size,
+                           phase="coarse").bandwidth_gbs
+    again = meter.measure(cfg, size, phase="coarse").bandwidth_gbs
+    assert carved < 0.85 * default and again > 0.95 * default, (default, carved, again)
+    assert gpu.kernel_shared_bytes(cfg) is not None
