@@ -27,7 +27,7 @@ from measure.errors import InputError
 from measure.records import Measurement
 
 LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling gets a warning
-FASTER = 1.1            # a private level this much faster than every device level is per-SM/CU: the
+FASTER = 1.15           # a private level this much faster than every device level is per-SM/CU: the
                          # private launch reaches a device level no faster than the shared one does
 SAME_FALL = 1.3          # a private fall this close (device-wide bytes) to one of the shared sweep's is
                          # the same device level's
