@@ -73,9 +73,11 @@ def _plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: 
 def _with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulated: bool = False) -> Level:
     """Capacity and fall of step ``k`` of ``an`` (x scaled by ``scale`` to the level's units)."""
     est: CapacityEstimate = an.steps[k].estimate
-    level.capacity_bytes = int(round(est.capacity_bytes * scale))
-    level.capacity_low_bytes = int(round(est.low_bytes * scale))
-    level.capacity_high_bytes = int(round(est.high_bytes * scale))
+    # on the grid the sweep measured on: no finer than a size step it could take
+    grid = max(_size_grid(an) * scale, 1.0)
+    level.capacity_bytes = int(round(est.capacity_bytes * scale / grid) * grid)
+    level.capacity_low_bytes = int(math.floor(est.low_bytes * scale / grid) * grid)
+    level.capacity_high_bytes = int(math.ceil(est.high_bytes * scale / grid) * grid)
     level.onset_bytes = int(round(est.onset_bytes * scale))
     level.half_hit_bytes = int(round(est.half_hit_bytes * scale)) if est.half_hit_bytes else None
     level.transition_width_octaves = round(est.width_octaves, 3)
@@ -105,6 +107,12 @@ def _with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simula
         level.notes.append(f"partial hits at {p.bandwidth_gbs:,.0f} GB/s from {fmt_bytes(p.size_lo_bytes * scale)} "
                            f"to {fmt_bytes(p.size_hi_bytes * scale)}, inside the fall (too short to be a level)")
     return level
+
+
+def _size_grid(an: SweepAnalysis) -> float:
+    """The step every measured size of the sweep is a multiple of (bytes on its x axis)."""
+    sizes = np.asarray(np.round(an.curve.size_bytes), dtype=np.int64)
+    return float(np.gcd.reduce(sizes)) if sizes.size else 1.0
 
 
 def _footprint_scale(an: SweepAnalysis) -> float:

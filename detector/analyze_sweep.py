@@ -152,11 +152,12 @@ def _far_half(plateaus: list[Plateau]) -> bool:
 
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
-                  known: tuple = (), resamples: int = BOOTSTRAP, split_first: bool = False) -> SweepAnalysis | None:
+                  known: tuple = (), resamples: int = BOOTSTRAP, split_first: bool = False,
+                  models: tuple[str, ...] | None = None) -> SweepAnalysis | None:
     """Plateaus, levels and the capacity of each fall; ``resamples``: the replicates behind each
     capacity's repeatability (0 where nobody reads it); ``split_first``: the first level may be
     split in two partitions with a slower far half (NVIDIA's L2): one level, its capacity where
-    the far half ends."""
+    the far half ends; ``models``: the hit-rate models to fit (all when None)."""
     if len(curve) < MIN_POINTS:
         warnings.append(f"the {curve.sweep} sweep has {len(curve)} distinct sizes; at least "
                         f"{MIN_POINTS} are needed to find plateaus, so it was not analyzed")
@@ -193,7 +194,8 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
         est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i,
                                 resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
                                 plateaus=(inside_level(curve, hi, upper=True, sigma=an.point_sigma or sigma),
-                                          inside_level(curve, lo, upper=False, sigma=an.point_sigma or sigma)))
+                                          inside_level(curve, lo, upper=False, sigma=an.point_sigma or sigma)),
+                                models=models)
         rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
         inner = [p for p in partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
         steps.append(Step(upper=i, estimate=est, rise=rise, partials=inner))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detector.fallfit import describe, fit_fall
+from detector.fallfit import BY_MODEL, describe, fit_fall
 
 BOOTSTRAP = 0    # kept for callers that pass ``resamples``: the fit's own likelihood replaced it
 
@@ -60,7 +60,8 @@ def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> Cap
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
-                      resamples: int = BOOTSTRAP, split: bool = False, plateaus=None) -> CapacityEstimate:
+                      resamples: int = BOOTSTRAP, split: bool = False, plateaus=None,
+                      models: tuple[str, ...] | None = None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``hi_log``/``lo_log``: the plateaus' levels from segmentation (the lower one may be one figure
     per point: a level that is itself falling, whose shape then enters the fit); ``noise_log``:
@@ -76,7 +77,8 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         lower_shape = 10.0 ** -(lo - float(np.median(lo)))
     point = noise_log if resample_sigma is None else resample_sigma
     fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
-                   sigma_curve=noise_log, plateaus=plateaus)
+                   sigma_curve=noise_log, plateaus=plateaus,
+                   models=[BY_MODEL[m] for m in models] if models else None)
     if fit is None:
         return _step(sizes, y, hi_log, lo_log if not np.ndim(lo_log) else float(np.median(lo_log)))
     info = describe(fit, sizes)

@@ -23,8 +23,13 @@ from scipy.optimize import least_squares
 from detector.hitmodels import MODELS, HitModel, crossing_ratio, hit_curve
 
 LN10 = math.log(10.0)
+LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
+HOPELESS = 100.0        # a model's best start this many squared point sigmas behind is not polished
+REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
 COMMON_GRID = 480       # the grid the models' profile likelihoods are mixed on
+MAJOR = 0.05            # models below this evidence share leave the point estimate and repeatability
+MINOR = 0.02            # ... and below this, the interval
 CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
                         # aliasing dip: the same for every model, so it sways no weight)
 LEVEL = 0.98            # two-sided interval of the capacity
@@ -70,7 +75,8 @@ class FallFit:
 
 MODEL_SHAPES = {m.name: m.shape for m in MODELS}
 ONSET = {m.name for m in MODELS if m.onset}
-VECTORISED = {"modulo", "cliff_tail", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
+BY_MODEL = {m.name: m for m in MODELS}
+VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 MODEL_SHAPES["split"] = "split level (near and far half)"
 
 
@@ -135,8 +141,11 @@ class _Window:
             point = max(sigma_point, 1e-3)
             self.prior = (p1, p2, (point / (max(s_hi, 1e-4) * p1)) ** 2, (point / (max(s_lo, 1e-4) * p2)) ** 2)
 
-    def rss(self, H: np.ndarray):
-        return _solve(H, self.v, self.w, self.u, self.y, self.delta, self.u_mid, self.prior)
+    def rss(self, H: np.ndarray, *, loose: bool = False):
+        """Capped residual sum of squares; ``loose``: capped far wider, for ranking a coarse grid
+        (a tight cap makes every point that a grid step misses cost the same as an outlier)."""
+        delta = max(self.delta * LOOSE, LOOSE_FLOOR) if loose else self.delta
+        return _solve(H, self.v, self.w, self.u, self.y, delta, self.u_mid, self.prior)
 
 
 def _candidates(win: _Window, model: HitModel) -> np.ndarray:
@@ -147,7 +156,8 @@ def _candidates(win: _Window, model: HitModel) -> np.ndarray:
     return np.linspace(win.x[0] - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
 
 
-def _fit_model(win: _Window, model: HitModel) -> ModelFit | None:
+def _fit_model(win: _Window, model: HitModel) -> list[ModelFit]:
+    """The grid's best starts of one model (capacities apart), not yet polished."""
     lnc = _candidates(win, model)
     R = np.exp(win.x[None, :] - lnc[:, None])
     thetas = model.thetas()
@@ -155,19 +165,35 @@ def _fit_model(win: _Window, model: HitModel) -> ModelFit | None:
         # every shape parameter at once: (thetas, candidates, points)
         grid = np.asarray(thetas, dtype=float)
         H = model.hit(R[None], tuple(grid[:, j][:, None, None] for j in range(grid.shape[1])))
-        rss, c1, c2 = win.rss(H.reshape(-1, win.x.size))
+        rss, c1, c2 = win.rss(H.reshape(-1, win.x.size), loose=True)
         rss, c1, c2 = (a.reshape(len(thetas), lnc.size) for a in (rss, c1, c2))
     else:
-        parts = [win.rss(model.hit(R, theta)) for theta in thetas]
+        parts = [win.rss(model.hit(R, theta), loose=True) for theta in thetas]
         rss, c1, c2 = (np.stack([p[j] for p in parts]) for j in range(3))
     best_rss = rss.min(axis=0)
-    t, i = np.unravel_index(int(np.argmin(rss)), rss.shape)
-    if not math.isfinite(rss[t, i]):
-        return None
-    rss, theta, c, c1, c2 = float(rss[t, i]), thetas[t], float(lnc[i]), float(c1[t, i]), float(c2[t, i])
-    fit = ModelFit(model.name, theta, math.exp(c), rss, -math.log10(c1), -math.log10(c2 * float(np.median(win.u))),
-                   profile=(lnc, best_rss))
-    return _refine(win, model, fit)
+    # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
+    # residuals the right capacity can lose to a wrong one until its shape is fitted
+    fits = []
+    for flat in np.argsort(rss, axis=None)[:64]:
+        t, i = np.unravel_index(int(flat), rss.shape)
+        if not math.isfinite(rss[t, i]):
+            break
+        if any(abs(lnc[i] - math.log(f.capacity_bytes)) < 0.01 for f in fits):
+            continue
+        H = model.hit(np.exp(win.x - lnc[i])[None, :], thetas[t])
+        tight, a1, a2 = win.rss(H)      # the start's own figure under the fit's cap
+        if not math.isfinite(tight[0]):
+            continue
+        fits.append(ModelFit(model.name, thetas[t], math.exp(float(lnc[i])), float(tight[0]),
+                             -math.log10(float(a1[0])), -math.log10(float(a2[0]) * win.u_mid),
+                             profile=(lnc, best_rss)))
+        if len(fits) >= (REFINE_STARTS if len(thetas) > 1 else 1):
+            break
+    return fits
+
+
+def _refine_best(win: _Window, model: HitModel, starts: list[ModelFit]) -> ModelFit:
+    return min((_refine(win, model, f) for f in starts), key=lambda f: f.rss)
 
 
 def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
@@ -302,7 +328,7 @@ def _fit_split(win: _Window) -> ModelFit | None:
 
 
 def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False,
-             sigma_curve: float | None = None, plateaus=None) -> FallFit | None:
+             sigma_curve: float | None = None, plateaus=None, models=None) -> FallFit | None:
     """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
@@ -310,7 +336,16 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     if len(sizes) < 4:
         return None
     win = _Window(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
-    fits = [f for f in (_fit_model(win, m) for m in MODELS) if f is not None]
+    starts = {m.name: _fit_model(win, m) for m in models or MODELS}
+    starts = {k: v for k, v in starts.items() if v}
+    if not starts:
+        return None
+    # polish only the models that can still matter: a start far behind the best one (in the
+    # points' own noise) keeps no weight however it is polished
+    lead = min(f.rss for v in starts.values() for f in v)
+    scale = max(sigma_point, 1e-3) ** 2
+    fits = [_refine_best(win, BY_MODEL[k], v) for k, v in starts.items()
+            if min(f.rss for f in v) <= lead + HOPELESS * scale]
     if split:
         fits += [f for f in (_fit_split(win),) if f is not None]
     if not fits:
@@ -324,18 +359,26 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     weights /= weights.sum()
     for f, w in zip(fits, weights):
         f.weight = float(w)
-    lncap = float(sum(f.weight * math.log(f.capacity_bytes) for f in fits))
-    grid, post = _posterior(win, fits, sigma)
+    # the estimate: the models' capacities averaged by their evidence (in ln C), over the models
+    # with a share worth the name: a 1% model whose C lies twice as far must not move it
+    major = [f for f in fits if f.weight >= MAJOR] or [max(fits, key=lambda f: f.weight)]
+    total = sum(f.weight for f in major)
+    lncap = float(sum(f.weight * math.log(f.capacity_bytes) for f in major) / total)
+    # the interval: the models with a few percent of the evidence, their profile likelihoods
+    # mixed; the repeatability: the spread of the major models' mixture (how far a rerun moves
+    # the estimate; a 3% model far off widens where the size may lie, not a rerun's reading)
+    grid, post = _posterior(win, [f for f in fits if f.weight >= MINOR], sigma)
+    low = high = math.exp(lncap)
     if post.sum() > 0:
         cdf = np.cumsum(post) / post.sum()
         tail = (1 - LEVEL) / 2
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
+    grid, post = _posterior(win, major, sigma)
+    spread = 0.0
+    if post.sum() > 0:
         mean = float((post * grid).sum() / post.sum())
         spread = math.sqrt(max(float((post * (grid - mean) ** 2).sum() / post.sum()), 0.0))
-    else:
-        low = high = math.exp(lncap)
-        spread = 0.0
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
     for f in fits:

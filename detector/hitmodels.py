@@ -10,6 +10,8 @@ the whole fall.
   one by one, each set then missing on all its lines, so h = (1 - A (r - 1)) / r until every set
   has overflowed at C (1 + 1/A).
 - ``cliff_tail``: a cliff at C onto partial hits that fade as a r^-p (an H200's L1).
+- ``cliff_shelf``: a cliff at C onto a shelf of partial hits at a, which ends near k C (partial
+  hits that another effect ends: an H200's L1 seen without the L2's own curve).
 - ``random``: random replacement: h = 1 up to C, then the fixed point h = exp(-r (1 - h)).
 - ``plru``: pseudo-LRU: h leaves 100% at 0.9 C, is 95% at C, sags as 0.95 r^-d and collapses
   near k C (the NVIDIA L1 tables). The sag is what places C: d from 0.15 and k from 1.25 keep
@@ -63,6 +65,11 @@ def _modulo(r, a):
 
 def _cliff_tail(r, a, p):
     return np.where(r <= 1.0, 1.0, a * np.maximum(r, 1.0) ** -p)
+
+
+def _cliff_shelf(r, a, k):
+    z = np.clip(np.log(np.maximum(r, 1e-300) / k) / 0.03, -700, 700)
+    return np.where(r <= 1.0, 1.0, a / (1.0 + np.exp(z)))
 
 
 def _random_tail(r):
@@ -128,7 +135,7 @@ def _random_ways_direct(r, a):
     return np.clip(out, 0.0, 1.0)
 
 
-HIT = {"lru": _lru, "modulo": _modulo, "cliff_tail": _cliff_tail, "random": _random_tail, "plru": _plru,
+HIT = {"lru": _lru, "modulo": _modulo, "cliff_tail": _cliff_tail, "cliff_shelf": _cliff_shelf, "random": _random_tail, "plru": _plru,
        "hashed": _hashed, "ways": _ways,
        "random_ways": _random_ways}
 
@@ -137,6 +144,8 @@ MODELS = (
     HitModel("modulo", "cliff, sets overflowing one by one", True, (tuple(float(2 ** k) for k in range(1, 8)),)),
     HitModel("cliff_tail", "cliff, then partial hits", True,
              (tuple(np.round(np.linspace(0.05, 0.95, 10), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 8), 4)))),
+    HitModel("cliff_shelf", "cliff, then partial hits", True,
+             (tuple(np.round(np.linspace(0.1, 0.95, 10), 4)), tuple(np.round(np.geomspace(1.1, 3.0, 10), 4)))),
     HitModel("random", "random-replacement tail", True),
     HitModel("plru", "decline, then collapse", False,
              (tuple(np.round(np.geomspace(0.15, 1.5, 8), 4)), tuple(np.round(np.geomspace(1.25, 3.2, 11), 4)))),
