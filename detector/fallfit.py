@@ -24,6 +24,8 @@ from detector.hitmodels import MODELS, HitModel, crossing_ratio, hit_curve
 
 LN10 = math.log(10.0)
 LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
+CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
+VISIBLE = 4.0           # ... whose drop at C must be this many point sigmas
 HOPELESS = 100.0        # a model's best start this many squared point sigmas behind is not polished
 REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
@@ -132,6 +134,7 @@ class _Window:
         # repeated probes can make look quiet) and the curve's
         self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
         self.u_mid = float(np.median(self.u))
+        self.visible = VISIBLE * max(sigma_point, 1e-3)
         self.prior = None
         if plateaus is not None:
             # each plateau's speed from its own points (log10 GB/s and its 1-sigma) as a ridge on
@@ -170,6 +173,12 @@ def _fit_model(win: _Window, model: HitModel) -> list[ModelFit]:
     else:
         parts = [win.rss(model.hit(R, theta), loose=True) for theta in thetas]
         rss, c1, c2 = (np.stack([p[j] for p in parts]) for j in range(3))
+    if model.name in CLIFFS:
+        # a cliff the data shows: its drop in bandwidth clear of the points' noise (a cliff of a
+        # few percent would otherwise slide anywhere along the plateau before the real fall)
+        a = np.asarray([t[0] for t in thetas], dtype=float)[:, None]
+        drop = np.log10(np.maximum(a * c1 + (1 - a) * c2 * win.u_mid, 1e-300)) - np.log10(np.maximum(c1, 1e-300))
+        rss = np.where(drop >= win.visible, rss, np.inf)
     best_rss = rss.min(axis=0)
     # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
     # residuals the right capacity can lose to a wrong one until its shape is fitted
@@ -243,6 +252,8 @@ def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
     c, th = unpack(res.x)
     H = model.hit(np.exp(win.x - c)[None, :], th)
     _, c1, c2 = win.rss(H)
+    if model.name in CLIFFS and math.log10(th[0] * c1[0] + (1 - th[0]) * c2[0] * win.u_mid) - math.log10(c1[0]) < win.visible:
+        return fit
     return ModelFit(model.name, tuple(float(t) for t in th), math.exp(c), rss, -math.log10(c1[0]),
                     -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile)
 
