@@ -354,7 +354,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     # polish only the models that can still matter: a start far behind the best one (in the
     # points' own noise) keeps no weight however it is polished
     lead = min(f.rss for v in starts.values() for f in v)
-    scale = max(sigma_point, 1e-3) ** 2
+    scale = max(max(sigma_point, 1e-3) ** 2, lead / win.x.size)   # the points' noise, or the misfit all share
     fits = [_refine_best(win, BY_MODEL[k], v) for k, v in starts.items()
             if min(f.rss for f in v) <= lead + HOPELESS * scale]
     if split:
