@@ -47,7 +47,7 @@ def _write(folder: Path, res: dict) -> Path:
 
 def test_schema_1_results_are_read_and_compared():
     old = read_result(OLD_H200)
-    assert old["schema_version"] == 2 and old["migrated_from"] == 1
+    assert old["schema_version"] == 3 and old["migrated_from"] == 1
     assert [lv["name"] for lv in old["levels"]][:2] == ["L1", "L2"]
     cmp = compare_results(old, old)
     assert not cmp.drift and any("schema 1" in n for n in cmp.notes)

@@ -201,7 +201,7 @@ def test_concurrent_runs_into_one_folder_one_wins(tmp_path):
     for code, err in results:
         if code == 2:
             assert re.search(r"already exists|being written by another", err) and err.count("\n") == 1
-    assert json.loads((out / "result.json").read_text())["schema_version"] == 2
+    assert json.loads((out / "result.json").read_text())["schema_version"] == 3
 
 
 @pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])

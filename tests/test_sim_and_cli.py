@@ -138,7 +138,7 @@ def test_simulated_run_writes_every_file(sim_runs):
     report = (out / "report.md").read_text()
     assert "SIMULATED" in report and "| L1 |" in report and "![bandwidth" in report
     result = json.loads((out / "result.json").read_text())
-    assert result["schema_version"] == 2 and result["device"]["simulated"] is True
+    assert result["schema_version"] == 3 and result["device"]["simulated"] is True
     assert [lv["name"] for lv in result["levels"]] == ["L1", "L2", "HBM"]
     assert (out / "bandwidth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -163,7 +163,7 @@ def test_compare_finds_drift(sim_runs, tmp_path):
 
 
 @pytest.mark.parametrize("content,needle", [("", "empty"), ("{", "not valid JSON"),
-                                            ('{"schema_version": 3}', "schema_version 3"),
+                                            ('{"schema_version": 99}', "schema_version 99"),
                                             ('[1,2]', "JSON object")])
 def test_compare_rejects_bad_results(sim_runs, tmp_path, content, needle):
     bad = tmp_path / "bad.json"
