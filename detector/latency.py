@@ -281,6 +281,8 @@ def _line_size(lv: Level, probes: list[Measurement], records: list[Measurement])
     if not errors:
         return
     best = min(errors, key=errors.get)
+    # every size that fits too: a line two sizes explain equally well may read as either next run
+    lv.line_candidates_bytes = sorted(c for c, e in errors.items() if e < math.log(1.15))
     if errors[best] < math.log(1.15):
         lv.line_bytes = best
     else:

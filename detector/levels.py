@@ -42,6 +42,7 @@ class Level:
     latency_fall_shape: str = ""
     latency_steps: list[dict] = field(default_factory=list)   # a level seen in several latency steps
     line_bytes: int | None = None             # allocation unit (line probe); null where not measured
+    line_candidates_bytes: list[int] = field(default_factory=list)   # every line size the probes fit
     sector_bytes: int | None = None           # what a miss brings in (sector probe)
     notes: list[str] = field(default_factory=list)
 

@@ -2,10 +2,9 @@
 fleet launched by torchrun or Slurm's srun, gathered with torch.distributed (gloo: the gather
 moves a few kilobytes of JSON, and gloo needs no GPU). A node run hands SIGTERM and SIGINT on to
 its children and still writes the summary of what they measured; a distributed run that cannot
-form its group says so within RENDEZVOUS_SECONDS."""
+form its group says so within DETECT_CACHES_RENDEZVOUS_SECONDS (pipeline.ranks)."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -13,13 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
 from measure.validate import env_int
-
-RENDEZVOUS_SECONDS = 120
 
 
 def node_targets(args) -> list[tuple[int | None, str | None]]:

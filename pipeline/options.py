@@ -61,12 +61,16 @@ class Options:
         self.budget = whole(self.budget, "the budget", MIN_BUDGET, MAX_BUDGET, "--budget")
         self.grid_multiplier = whole(self.grid_multiplier, "the grid multiplier", 1, MAX_GRID_MULTIPLIER,
                                      "--grid-multiplier")
-        if self.max_working_set_bytes is not None:
-            if isinstance(self.max_working_set_bytes, int) and not isinstance(self.max_working_set_bytes, bool) \
-                    and 0 <= self.max_working_set_bytes < MIN_WORKING_SET:
+        mws = self.max_working_set_bytes
+        if mws is not None:
+            if isinstance(mws, bool) or not is_number(mws) or (isinstance(mws, float) and not mws.is_integer()):
+                raise InputError(f"the largest working set must be a whole number of bytes, got {_show(mws)}")
+            if mws < MIN_WORKING_SET:
                 raise InputError("the largest working set must be at least 16 MiB (--max-working-set 16)")
-            self.max_working_set_bytes = whole(self.max_working_set_bytes, "the largest working set (bytes)",
-                                               MIN_WORKING_SET, MAX_WORKING_SET, "--max-working-set")
+            if mws > MAX_WORKING_SET:
+                raise InputError(f"the largest working set must be at most {MAX_WORKING_SET >> 20:,} MiB "
+                                 f"(--max-working-set), got {mws / 2**20:,.3g} MiB")
+            self.max_working_set_bytes = int(mws)
 
     def session(self):
         from measure.session import SessionOptions

@@ -180,13 +180,22 @@ def _figure(key: str, quantity: str, b: dict, c: dict, value: str, rep: str, tol
 
 
 def _size(key: str, quantity: str, b: dict, c: dict) -> Verdict | None:
-    """A line or sector size: a power of two measured in both runs, compared exactly."""
+    """A line or sector size: a power of two measured in both runs. Its repeatability is the
+    sizes each run's probes fit equally well (line_candidates_bytes): a change is drift only when
+    neither run's size fits the other run's probes; a size without candidates counts alone."""
     bv, cv = b.get(f"{quantity}_bytes"), c.get(f"{quantity}_bytes")
     if bv is None or cv is None:
         return None
     change = cv / bv - 1
-    direction, worse = direction_of(quantity, change) if change else ("", False)
-    return Verdict(key, quantity, bv, cv, f"{bv:g} B", f"{cv:g} B", change, 0.0, bool(change), direction, worse)
+    fits_b = set(b.get(f"{quantity}_candidates_bytes") or []) | {bv}
+    fits_c = set(c.get(f"{quantity}_candidates_bytes") or []) | {cv}
+    bad = bool(change) and bv not in fits_c and cv not in fits_b
+    direction, worse = direction_of(quantity, change) if bad else ("", False)
+    v = Verdict(key, quantity, bv, cv, f"{bv:g} B", f"{cv:g} B", change, 0.0, bad, direction, worse)
+    if change and not bad:
+        v.note = (f"the probes fit {', '.join(f'{x} B' for x in sorted(fits_b | fits_c))} alike: a change "
+                  f"between them is not drift")
+    return v
 
 
 def _ns(v) -> str:

@@ -62,7 +62,7 @@ def judge_pair(report: FleetReport, cmp: Comparison) -> None:
                 i, what = closer
                 said += f"; {places[i]} is closer to {what}"
                 odd = 1 - i
+                values = (v.baseline_text, v.current_text)
                 report.outliers.setdefault(labels[odd], []).append(
-                    f"{v.level} {v.quantity} {(v.current_text, v.baseline_text)[odd]} vs the other GPU's "
-                    f"{(v.baseline_text, v.current_text)[odd]}, farther from {what}")
+                    f"{v.level} {v.quantity} {values[odd]} vs the other GPU's {values[i]}, farther from {what}")
         report.disagreements.append(said)

@@ -82,15 +82,19 @@ class FleetReport:
                   f"by more than the repeatabilities explain, in a direction the check fails on (--fail-on "
                   f"{self.fail_on}), or a level is missing or extra (as in `compare`).", ""]
         by_label = {_label(r): r for r in self.results}
+
+        def who(g: str) -> str:
+            place = gpu_place(by_label[g])
+            return place if place == g else f"{place} ({g})"
         if self.outliers:
             lines += ["## Outliers", ""]
-            lines += [f"- {gpu_place(by_label[g])} ({g}): " + "; ".join(w) for g, w in self.outliers.items()]
+            lines += [f"- {who(g)}: " + "; ".join(w) for g, w in self.outliers.items()]
             lines.append("")
         if self.disagreements:
             lines += ["## Two GPUs", ""] + [f"- {d}" for d in self.disagreements] + [""]
         if self.changed:
             lines += [f"Changes the check does not fail on (--fail-on {self.fail_on}):", ""]
-            lines += [f"- {gpu_place(by_label[g])} ({g}): " + "; ".join(w) for g, w in self.changed.items()]
+            lines += [f"- {who(g)}: " + "; ".join(w) for g, w in self.changed.items()]
             lines.append("")
         if self.baselines:
             lines += ["Baselines: " + "; ".join(f"{g}: {how}" for g, how in self.baselines.items()), ""]

@@ -49,6 +49,7 @@ class Run:
     verdict: str = "first run"
     comparison: Comparison | None = None
     changes: list[str] = field(default_factory=list)
+    reference: str = ""             # which run (or median) it was judged against
 
     @property
     def failed(self) -> bool:
@@ -82,7 +83,7 @@ class History:
                 last = runs[-1]
                 gpus.append({"model": model, "gpu": gpu_label(last.result, last.path), "runs": len(runs),
                              "newest": show(last.path), "created": last.result.get("created") or None,
-                             "verdict": last.verdict, "fails": last.failed,
+                             "verdict": last.verdict, "fails": last.failed, "reference": last.reference or None,
                              "comparison": last.comparison.to_dict() if last.comparison else None})
         return {"reference": self.reference.text, "fail_on": self.fail_on, "failed": self.drift,
                 "incomplete": bool(self.skipped), "gpus": gpus, "skipped": self.skipped, "notes": self.notes}
@@ -143,7 +144,8 @@ def build_history(paths: list[Path], *, capacity_tol: float, bandwidth_tol: floa
                     run.verdict = "first run" if ref.kind == "median" else "reference" + (" (first run)" if i == 0 else "")
                     continue
                 cmp = compare_results(base, run.result, **tols)
-                run.comparison, run.changes = cmp, environment_changes(base, run.result)
+                cmp.baseline_label = what
+                run.comparison, run.changes, run.reference = cmp, environment_changes(base, run.result), what
                 drifting = [v for v in cmp.verdicts if v.drift]
                 said = run.changes + [f"{d}: {'drift, ' if v.fails(fail_on) else ''}{v.direction}"
                                       for d, v in zip(cmp.drifted, drifting)]

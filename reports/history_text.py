@@ -20,7 +20,8 @@ def history_markdown(history: History) -> str:
                                  [row_cells(r, keys) for r in runs]), ""]
     failing = [r for r in history.newest() if r.failed]
     if failing:
-        who = "; ".join(f"{show(gpu_label(r.result, r.path))} {r.verdict.removeprefix('DRIFT ')}" for r in failing)
+        who = "; ".join(f"{show(gpu_label(r.result, r.path))} {r.verdict.removeprefix('DRIFT ')} against its "
+                        f"{r.reference}" for r in failing)
         lines.append(f"Result: **drift**: the newest run of {len(failing)} GPU(s) fails against its reference "
                      f"(--fail-on {history.fail_on}): {who}.")
     else:

@@ -3,8 +3,8 @@
 Schema 2 adds per level the fall shape, the half-hit point, the repeatability of the capacity
 and the bandwidth (1-sigma relative run-to-run spread, estimated inside the run), the latency
 (ns and SM cycles), line and sector sizes; per device what a driver update can change; per run
-the time it was made. Schema 3 adds per level the latency's repeatability and per run its
-doubts (why the result may be incomplete: reports.doubt). Older files are read and migrated
+the time it was made. Schema 3 adds per level the latency's repeatability and every line size
+the line probes fit (the reported one is the best fit), and per run its doubts (why the result may be incomplete: reports.doubt). Older files are read and migrated
 (the new fields null or empty), as asv migrates its results: nothing measured is lost to a
 version bump. Every number is checked for its type (a boolean is not a number), its range and
 its size (a 5000-digit integer is refused, not converted); a level given twice is refused.
@@ -47,7 +47,8 @@ LEVEL_TEXT = ("fall_shape", "latency_fall_shape", "peak_launch", "notes", "sweep
 MIGRATED_FIELDS = {"fall_shape": "", "half_hit_bytes": None, "capacity_repeatability": None,
                    "bandwidth_repeatability": None, "latency_ns": None, "latency_cycles": None,
                    "latency_capacity_bytes": None, "latency_fall_shape": "", "latency_steps": [],
-                   "line_bytes": None, "sector_bytes": None, "latency_repeatability": None}
+                   "line_bytes": None, "sector_bytes": None, "latency_repeatability": None,
+                   "line_candidates_bytes": []}
 
 
 def build_result(detection: Detection, facts: DeviceFacts, *, measurements: int, elapsed_s: float,
@@ -172,6 +173,10 @@ def _check_level(lv, where: str, bad) -> None:
     for key in LEVEL_TEXT:
         if lv.get(key) is not None and not isinstance(lv.get(key), str):
             bad(f"{where}.{key} must be a string")
+    cands = lv.get("line_candidates_bytes", [])
+    if not isinstance(cands, list) or len(cands) > 16 or not all(
+            _num(c) and float(c).is_integer() and 0 < c <= 2 ** 20 for c in cands):
+        bad(f"{where}.line_candidates_bytes must be a list of line sizes in bytes")
     steps = lv.get("latency_steps", [])
     if not isinstance(steps, list) or len(steps) > 64 or not all(
             isinstance(s, dict) and _num(s.get("latency_ns")) and _num(s.get("up_to_bytes")) for s in steps):
