@@ -40,6 +40,9 @@ def find_doubts(result: dict) -> list[str]:
     for name in sweeps:
         if levels and not any(lv.get("sweep") == name for lv in levels):
             doubts.append(f"the {name} sweep found no level of its own: its levels are missing")
+    for lv in levels[:-1] if levels and levels[-1].get("name") in MEMORY else levels:
+        if lv.get("capacity_bytes") is None and lv.get("name") not in MEMORY:
+            doubts.append(f"{lv.get('name')} was never left behind within the sweep: its capacity is unknown")
     if "shared" in sweeps and levels and levels[-1].get("name") not in MEMORY:
         last = levels[-1]
         doubts.append(f"the shared sweep ended without a plateau of main memory (the last level is "
