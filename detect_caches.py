@@ -209,6 +209,8 @@ def cmd_main(argv: list[str]) -> int:
     pick = source.pick(device_of(device.facts), force=args.force) if source else None
     if pick is not None and not args.quiet:
         _print(f"detect-caches: baseline: {pick.how}", err=True)
+    for line in (source.skipped[:3] + source.notes) if source and not args.quiet else []:
+        _print(f"detect-caches: baseline folder: {'skipped ' if line in source.skipped else ''}{line}", err=True)
     out = args.out or default_out(device.facts.name)
     result = characterize(device=device, out=out, options=options, baseline=pick,
                           progress=Progress(args.budget, quiet=args.quiet), force=args.force,
