@@ -47,9 +47,10 @@ import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 try:
-    from measure.errors import DetectCachesError, DeviceError, InputError  # noqa: E402
+    from measure.errors import DetectCachesError, DeviceError, InputError  # noqa: E402,F401  (DeviceError: API)
     from pipeline import api as _api  # noqa: E402
     from pipeline.api import Result, analyze, characterize, compare  # noqa: E402,F401  (the Python API)
+    from pipeline.cli_args import Parser as _Parser, positive as _positive  # noqa: E402
     from pipeline.console import say as _print  # noqa: E402
 except ImportError as _exc:           # a broken install: one line and exit 2, not a traceback and 1
     if not AS_CLI:
@@ -62,38 +63,6 @@ except ImportError as _exc:           # a broken install: one line and exit 2, n
 _api.T0 = PROCESS_T0
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 __all__ = ["characterize", "analyze", "compare", "Result", "main"]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
-        raise InputError(f"{message} (see {self.prog} --help)")
-
-
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not (value > 0 and value < float("inf")):
-            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-        return value
-    return parse
-
-
-def _block(text: str) -> int:
-    from measure.kernel_meta import check_block_size
-    value = _positive(int)(text)
-    try:
-        check_block_size(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return value
-
-
-def _add_compare_options(p: argparse.ArgumentParser) -> None:
-    from pipeline.commands import add_check_options
-    add_check_options(p)
 
 
 def main_parser() -> argparse.ArgumentParser:
@@ -131,7 +100,8 @@ def main_parser() -> argparse.ArgumentParser:
                    help="skip the peak probes (tuned launches inside each plateau)")
     p.add_argument("--no-latency", action="store_true",
                    help="skip the pointer-chase latency sweep and its sector and line probes")
-    _add_compare_options(p)
+    from pipeline.commands import add_check_options
+    add_check_options(p)
     return p
 
 
@@ -151,27 +121,8 @@ def _options(args) -> "_api.Options":
 
 
 def _finish(result: Result, args) -> int:
-    """Print the result (its files are written already), its comparison, its doubts; the code."""
-    from reports.markdown import summary_table
-    if args.json:
-        _print(result.to_json().rstrip("\n"))
-    else:
-        _print(summary_table(result.data))
-        if result.out:
-            _print(f"report: {result.out / 'report.md'}")
-    cmp = result.data.get("comparison")
-    if cmp is not None:
-        _print(cmp["markdown"], err=args.json)
-    doubts = result.data.get("doubts") or []
-    for doubt in doubts:
-        _print(f"detect-caches: doubt: {doubt}", err=True)
-    if doubts and not getattr(args, "accept_incomplete", False):
-        where = f" (the files are in {result.out})" if result.out else ""
-        raise InputError(f"result incomplete: {len(doubts)} doubt(s) above{where}; --accept-incomplete "
-                         f"accepts it")
-    if cmp is None:
-        return EXIT_OK
-    return EXIT_DRIFT if cmp["failed"] else EXIT_OK
+    from pipeline.commands import finish_run
+    return finish_run(result, args)
 
 
 def measure_one(args, gpu: int | None, profile: str | None, out: Path) -> dict:
@@ -247,89 +198,14 @@ def cmd_fleet(argv: list[str]) -> int:
     return run(argv, _Parser)
 
 
-def _bounded(hi: int):
-    """A whole number from 1 to ``hi`` (a size-like option of the seed's modes)."""
-    def parse(text: str) -> int:
-        value = _positive(int)(text)
-        if value > hi:
-            raise argparse.ArgumentTypeError(f"must be at most {hi}, got {text}")
-        return value
-    return parse
-
-
-def _seed_parser(prog: str, desc: str) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description=desc)
-    p.add_argument("--gpu", type=_bounded(1 << 16), default=0, help="GPU index (default 0)")
-    p.add_argument("--simulate", metavar="PROFILE", help="run against a simulated GPU instead")
-    p.add_argument("--block-size", type=_block, default=1024)
-    p.add_argument("--num-warps", type=_bounded(32), default=4)
-    p.add_argument("--num-stages", type=_bounded(8), default=1)
-    p.add_argument("--num-cu", type=_bounded(100_000), help="SMs/CUs used to size the grid (default: the device's)")
-    p.add_argument("--grid-multiplier", type=_bounded(64), default=4)
-    p.add_argument("--num-repeat", type=_bounded(10_000), default=20)
-    p.add_argument("--load-flavour", choices=("volatile", "cached", "l2only"), default="volatile",
-                   help="volatile is the seed's (it skips L1 on NVIDIA)")
-    return p
-
-
-def _seed_device(args):
-    if args.simulate:
-        from measure.simulated import SimulatedGPU, load_profile
-        return SimulatedGPU(load_profile(args.simulate))
-    from measure.gpu import TritonGPU
-    return TritonGPU(args.gpu)
-
-
 def cmd_run(argv: list[str]) -> int:
-    p = _seed_parser("detect-caches run", "The seed's single configuration.")
-    p.add_argument("--stream-elements", type=_bounded(1 << 34), default=1024)
-    p.add_argument("--load-iterations", type=_bounded(1_000_000), default=10)
-    args = p.parse_args(argv)
-    if args.stream_elements % 256:
-        raise InputError(f"--stream-elements must be a multiple of 256 (1 KiB), got {args.stream_elements}")
-    from measure.launch import LaunchConfig
-    from measure.seed import measure_seed_point
-    device = _seed_device(args)
-    cus = args.num_cu or device.facts.compute_units
-    cfg = LaunchConfig("shared", cus * args.grid_multiplier, args.block_size, args.num_warps,
-                       args.num_stages, args.load_flavour)
-    total = device.facts.total_memory_bytes
-    need = cfg.programs * args.stream_elements * 4
-    if total and need > total:
-        raise InputError(f"--stream-elements {args.stream_elements} x {cfg.programs} programs needs "
-                         f"{need / 2**30:,.1f} GiB; the device has {total / 2**30:,.1f} GiB")
-    iters = sorted({max(1, args.load_iterations * k // 4) for k in (1, 2, 3, 4)})
-    if len(iters) < 2:
-        iters = [args.load_iterations, 2 * args.load_iterations]
-    pt = measure_seed_point(device, cfg, args.stream_elements, iters, args.num_repeat)
-    _print(f"grids={cfg.programs} stream_elems={args.stream_elements} block={cfg.block_size} "
-           f"warps={cfg.num_warps} flavour={cfg.load_flavour}")
-    for it, ms in zip(pt.load_iters, pt.avg_ms):
-        _print(f"load_iters={it:<6d} avg_ms={ms:.5f}")
-    _print(f"slope_ms={pt.slope_ms:.6f} intercept_ms={pt.intercept_ms:.6f} r2={pt.r2:.6f} "
-           f"bandwidth={pt.bandwidth_gbs:,.1f} GB/s")
-    return EXIT_OK
+    from pipeline.seed_cli import cmd_run as run
+    return run(argv)
 
 
 def cmd_benchmark(argv: list[str]) -> int:
-    p = _seed_parser("detect-caches benchmark", "The seed's fixed sweep; CSVs under --results-dir.")
-    p.add_argument("--test-name", default="bw_test")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
-    args = p.parse_args(argv)
-    from measure.launch import LaunchConfig
-    from measure.seed import run_benchmark
-    device = _seed_device(args)
-    cus = args.num_cu or device.facts.compute_units
-    cfg = LaunchConfig("shared", cus * args.grid_multiplier, args.block_size, args.num_warps,
-                       args.num_stages, args.load_flavour)
-
-    def show(pt):
-        _print(f"stream_elems={pt.stream_elems:<9d} bandwidth={pt.bandwidth_gbs:>10,.1f} GB/s r2={pt.r2:.5f}",
-               err=True)
-    details, summary = run_benchmark(device, cfg, args.test_name, args.results_dir,
-                                     num_repeat=args.num_repeat, on_point=show)
-    _print(f"details: {details}\nsummary: {summary}")
-    return EXIT_OK
+    from pipeline.seed_cli import cmd_benchmark as run
+    return run(argv)
 
 
 def _save_traceback(exc: BaseException) -> str:

@@ -4,7 +4,7 @@
     r = characterize(gpu=0, out="h200-run")          # or simulate="h200"
     r.levels[0]["capacity_bytes"], r.measurements     # result.json's content; a pandas DataFrame
     a = analyze("h200-run/measurements.csv", device="h200-run/result.json")
-    compare("old/result.json", r).drift
+    compare("old/result.json", r).failed             # the check's verdict (fail_on="worse")
 
 Measuring touches the GPU (measure/), the analysis is pure (detector/), the files are written
 by reports/; nothing here measures, analyses or renders by itself.
@@ -12,98 +12,18 @@ by reports/; nothing here measures, analyses or renders by itself.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
+from pipeline.result import Result
+from pipeline.warm import _render_later, _warm_up
 
 T0 = time.perf_counter()   # close to process start when the CLI imports this
 SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (see _measure_and_write)
-
-
-@dataclass
-class Result:
-    """What a run or an analysis produced: ``data`` is result.json's content."""
-
-    data: dict
-    records: list = field(default_factory=list, repr=False)
-    detection: object = field(default=None, repr=False)
-    out: Path | None = None
-
-    def __getitem__(self, key):
-        return self.data[key]
-
-    @property
-    def levels(self) -> list[dict]:
-        return self.data["levels"]
-
-    @property
-    def device(self) -> dict:
-        return self.data["device"]
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.data.get("warnings", [])
-
-    @property
-    def doubts(self) -> list[str]:
-        """Why the result may be incomplete (reports.doubt); the command line exits 2 on them."""
-        return self.data.get("doubts", [])
-
-    def level(self, name: str) -> dict:
-        found = [lv for lv in self.levels if lv["name"] == name]
-        if not found:
-            raise KeyError(f"no level {name!r}; the levels are {', '.join(lv['name'] for lv in self.levels)}")
-        return found[0]
-
-    @property
-    def measurements(self):
-        """Every measurement as a pandas DataFrame, one row per measured point."""
-        import pandas as pd
-        from measure.records import COLUMNS
-        return pd.DataFrame([dataclasses.asdict(r) for r in self.records], columns=COLUMNS)
-
-    def to_json(self) -> str:
-        from reports.result_json import dumps
-        return dumps(self.data)
-
-
-# -- warming up what the end of the run needs, while the GPU measures ----------------------------
-
-def _warm_up() -> Future:
-    """Import the analysis and plotting stacks and set up matplotlib's fonts in a thread, while
-    the GPU measures (the main thread waits on the GPU with the GIL released)."""
-    fut: Future = Future()
-
-    def work():
-        try:
-            import detector.analyze  # noqa: F401  (scipy, ruptures)
-            from reports.plot import warm_fonts
-            warm_fonts()
-            fut.set_result(True)
-        except BaseException as exc:   # the main thread imports again and reports it
-            fut.set_exception(exc)
-    threading.Thread(target=work, name="detect-caches-warm-up", daemon=True).start()
-    return fut
-
-
-def _render_later(detection, title: str) -> Future:
-    """The plot, rendered in a thread while the probes run (they add no points to its curves)."""
-    fut: Future = Future()
-
-    def work():
-        try:
-            from reports.plot import render_plot
-            fut.set_result(render_plot(detection, title))
-        except BaseException as exc:
-            fut.set_exception(exc)
-    threading.Thread(target=work, name="detect-caches-plot", daemon=True).start()
-    return fut
 
 
 # -- characterize ------------------------------------------------------------------------------
@@ -177,17 +97,6 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
         if out_path is not None:
             from pipeline.outputs import release
             release(out_path)
-
-
-def _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on) -> dict:
-    """compare's keyword arguments from what a user gave (3%, 0.03 or None for the default)."""
-    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL
-    from reports.verdict import check_fail_on, parse_tolerance
-    pick = lambda v, d, w: d if v is None else parse_tolerance(v, w)  # noqa: E731
-    return dict(capacity_tol=pick(capacity_tol, DEFAULT_CAPACITY_TOL, "the capacity tolerance"),
-                bandwidth_tol=pick(bandwidth_tol, DEFAULT_BANDWIDTH_TOL, "the bandwidth tolerance"),
-                latency_tol=pick(latency_tol, DEFAULT_LATENCY_TOL, "the latency tolerance"),
-                fail_on=check_fail_on(fail_on))
 
 
 _SWITCH = {"lock": threading.Lock(), "depth": 0, "saved": 0.005}
@@ -337,78 +246,6 @@ def _finish(detection, facts, records, out, base, method, warnings, elapsed, plo
     return Result(data, list(records), detection, out)
 
 
-# -- analyze and compare -----------------------------------------------------------------------
+# -- analyze and compare (pipeline.api_analysis: the same path, no GPU) ----------------------
 
-def _facts(device, vendor: str | None, name: str):
-    from measure.device import DeviceFacts, load_device_json
-    if device is None:
-        facts = DeviceFacts(name=name)
-    elif isinstance(device, DeviceFacts):
-        facts = device
-    elif isinstance(device, dict):
-        data = device.get("device", device) if isinstance(device.get("device"), dict) else device
-        facts = DeviceFacts.from_dict(data, source="device")
-    else:
-        facts = load_device_json(device)
-    if vendor:
-        if vendor not in ("nvidia", "amd"):
-            raise InputError(f"vendor must be nvidia or amd, got {vendor!r}")
-        facts.vendor = vendor
-    return facts
-
-
-def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -> Result:
-    """Detection and reports on recorded measurements: a measurements.csv path or a pandas
-    DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
-    result.json works too). No GPU, no torch."""
-    from measure.reader import read_measurements, records_from_rows
-    t0 = time.perf_counter()
-    warnings: list[str] = []
-    if hasattr(measurements, "to_dict") and hasattr(measurements, "columns"):
-        records = records_from_rows(measurements.to_dict("records"), "the DataFrame", warnings)
-        source, name = "DataFrame", "measurements"
-    else:
-        records = read_measurements(measurements, warnings)
-        source, name = str(measurements), Path(measurements).stem
-    facts = _facts(device, vendor, name)
-    out_path = None
-    if out is not None:
-        from pipeline.outputs import claim_out_dir
-        out_path = claim_out_dir(Path(out))
-    try:
-        from detector.analyze import detect_levels
-        detection = detect_levels(records, facts)
-        return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
-                       time.perf_counter() - t0)
-    finally:
-        if out_path is not None:
-            from pipeline.outputs import release
-            release(out_path)
-
-
-def _as_result(x) -> dict:
-    from reports.result_json import read_result, validate_result
-    if isinstance(x, Result):
-        return x.data
-    if isinstance(x, dict):
-        try:
-            copy = json.loads(json.dumps(x, default=str, allow_nan=False))
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise InputError(f"the result is not JSON data: {exc}") from None
-        return validate_result(copy, "the result")
-    if not isinstance(x, (str, Path)):
-        raise InputError(f"a result must be a Result, a dict or a result.json path, got {type(x).__name__}")
-    return read_result(x)
-
-
-def compare(baseline, current, *, capacity_tol=None, bandwidth_tol=None, latency_tol=None,
-            fail_on: str = "worse", force: bool = False):
-    """Regression check of ``current`` against ``baseline`` (Results, dicts or result.json paths):
-    a reports.compare.Comparison (``.failed``: the check's verdict under ``fail_on``; ``.drift``:
-    any change beyond what the runs can tell apart; ``.verdicts``, ``.rows``, ``.markdown()``,
-    ``.to_dict()``). Tolerances are written 3% or 0.03 (None: the defaults)."""
-    from reports.compare import check_comparable, compare_results
-    tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
-    base, cur = _as_result(baseline), _as_result(current)
-    check_comparable(base, cur, force=force)
-    return compare_results(base, cur, **tolerances)
+from pipeline.api_analysis import _tolerances, analyze, compare  # noqa: E402,F401

@@ -49,6 +49,30 @@ def dumps(data) -> str:
     return result_dumps(data).rstrip("\n")
 
 
+def finish_run(result, args) -> int:
+    """Print the result (its files are written already), its comparison, its doubts; the code."""
+    from reports.markdown import summary_table
+    if args.json:
+        say(result.to_json().rstrip("\n"))
+    else:
+        say(summary_table(result.data))
+        if result.out:
+            say(f"report: {result.out / 'report.md'}")
+    cmp = result.data.get("comparison")
+    if cmp is not None:
+        say(cmp["markdown"], err=args.json)
+    doubts = result.data.get("doubts") or []
+    for doubt in doubts:
+        say(f"detect-caches: doubt: {doubt}", err=True)
+    if doubts and not getattr(args, "accept_incomplete", False):
+        where = f" (the files are in {result.out})" if result.out else ""
+        raise InputError(f"result incomplete: {len(doubts)} doubt(s) above{where}; --accept-incomplete "
+                         f"accepts it")
+    if cmp is None:
+        return EXIT_OK
+    return EXIT_DRIFT if cmp["failed"] else EXIT_OK
+
+
 def cmd_compare(argv: list[str], parser) -> int:
     p = parser(prog="detect-caches compare", description=(
         "Regression check between two result.json files: a Markdown table on stdout (or --json); exit 0 if "
