@@ -55,10 +55,11 @@ class Options:
         for name in ("latency", "peaks"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {_show(getattr(self, name))}")
-        if isinstance(self.budget, int) and not isinstance(self.budget, bool) and 0 < self.budget < MIN_BUDGET:
-            raise InputError(f"a budget of {self.budget} measurements is too small to find levels (at least "
+        budget = whole(self.budget, "the budget", 1, 1 << 62, "--budget")
+        if budget < MIN_BUDGET:
+            raise InputError(f"a budget of {budget} measurements is too small to find levels (at least "
                              f"{MIN_BUDGET}, --budget)")
-        self.budget = whole(self.budget, "the budget", MIN_BUDGET, MAX_BUDGET, "--budget")
+        self.budget = whole(budget, "the budget", MIN_BUDGET, MAX_BUDGET, "--budget")
         self.grid_multiplier = whole(self.grid_multiplier, "the grid multiplier", 1, MAX_GRID_MULTIPLIER,
                                      "--grid-multiplier")
         mws = self.max_working_set_bytes

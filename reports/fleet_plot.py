@@ -58,4 +58,7 @@ def render_fleet_plot(report: FleetReport) -> bytes:
 
 def write_fleet_plot(path: Path, report: FleetReport) -> None:
     from reports.atomic import write_bytes_atomic
-    write_bytes_atomic(path, render_fleet_plot(report))
+    from reports.figure import RENDER_LOCK
+    with RENDER_LOCK:
+        png = render_fleet_plot(report)
+    write_bytes_atomic(path, png)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reports.atomic import write_bytes_atomic
-from reports.figure import new_figure, png_bytes
+from reports.figure import RENDER_LOCK, new_figure, png_bytes
 from reports.history import History, level_keys
 from reports.identity import gpu_label
 
@@ -37,4 +37,6 @@ def render_history_plot(history: History) -> bytes:
 
 
 def write_history_plot(path: Path, history: History) -> None:
-    write_bytes_atomic(path, render_history_plot(history))
+    with RENDER_LOCK:
+        png = render_history_plot(history)
+    write_bytes_atomic(path, png)

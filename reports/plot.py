@@ -10,7 +10,7 @@ import numpy as np
 
 from detector.levels import Detection
 from reports.atomic import write_bytes_atomic
-from reports.figure import new_figure, png_bytes
+from reports.figure import RENDER_LOCK, new_figure, png_bytes
 from reports.fmt import fmt_bytes
 from measure.chains import DENSE_SLOT_BYTES
 
@@ -125,13 +125,15 @@ def build_figure(detection: Detection, title: str):
 def warm_fonts() -> None:
     """Load matplotlib's font cache and lay out some text once (the first layout of a process costs
     most of a plot's time), so that the plot at the end of a run finds it ready."""
-    fig = new_figure((2, 1))
-    fig.text(0.5, 0.5, "32.5 TB/s 221 KiB", fontsize=8)
-    fig.canvas.draw()
+    with RENDER_LOCK:
+        fig = new_figure((2, 1))
+        fig.text(0.5, 0.5, "32.5 TB/s 221 KiB", fontsize=8)
+        fig.canvas.draw()
 
 
 def render_plot(detection: Detection, title: str) -> bytes:
-    return png_bytes(build_figure(detection, title), dpi=110, facecolor="white")
+    with RENDER_LOCK:
+        return png_bytes(build_figure(detection, title), dpi=110, facecolor="white")
 
 
 def write_plot(path: Path, detection: Detection, title: str) -> None:

@@ -314,7 +314,7 @@ def test_concurrent_runs_put_the_switch_interval_back(tmp_path):
 
     def run(i):
         try:
-            characterize(simulate="h200", latency=False, peaks=i == 0)
+            characterize(simulate="h200", latency=False, peaks=i == 0, out=tmp_path / f"run{i}")
         except Exception as exc:                   # noqa: BLE001  (reported below)
             errors.append(exc)
     threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
@@ -323,6 +323,8 @@ def test_concurrent_runs_put_the_switch_interval_back(tmp_path):
     for t in threads:
         t.join()
     assert errors == [] and sys.getswitchinterval() == before
+    # their plots were drawn at once in three threads: each whole (text layout is not thread-safe)
+    assert all((tmp_path / f"run{i}" / "bandwidth.png").stat().st_size > 10_000 for i in range(3))
 
 
 @pytest.mark.parametrize("kwargs,needle", [
