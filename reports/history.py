@@ -135,6 +135,12 @@ def build_history(paths: list[Path], *, capacity_tol: float, bandwidth_tol: floa
     strangers = sum(1 for _, r in found if not identified(r))
     if strangers:
         notes.append(f"{strangers} run(s) name neither a UUID nor a host: each is kept apart as a GPU of its own")
+    if ref.kind == "file":
+        covered = {f[1]["device"].get("name") for f in ref.files}
+        others = [m for m in models if m not in covered]
+        if others:
+            notes.append(f"the reference {ref.text} is a run of {', '.join(sorted(map(show, covered)))}: the GPUs "
+                         f"of {', '.join(map(show, others))} are judged against their first runs")
     tols = dict(capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol, latency_tol=latency_tol, fail_on=fail_on)
     for by_gpu in models.values():
         for runs in by_gpu.values():
