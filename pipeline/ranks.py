@@ -68,8 +68,6 @@ def run_rank(args, rank_info: tuple[int, int, int], measure_one, finish) -> int:
     import torch.distributed as dist
     rank, world, local = rank_info
     gpu, profile = _target(args, rank, local)
-    root = args.out or Path("detect-caches-results") / f"fleet-{time.strftime('%Y%m%d-%H%M%S')}"
-    sub = root / f"{socket.gethostname()}-rank{rank}"
     env = os.environ
     if "MASTER_ADDR" in env and "RANK" not in env:   # srun: torch's env:// wants these names
         env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local))
@@ -77,16 +75,20 @@ def run_rank(args, rank_info: tuple[int, int, int], measure_one, finish) -> int:
     wait = env_int(env, "DETECT_CACHES_RENDEZVOUS_SECONDS", lo=1, hi=86400) \
         if env.get("DETECT_CACHES_RENDEZVOUS_SECONDS") else RENDEZVOUS_SECONDS
     _form_group(dist, rank, world, wait)
-    source, opened = None, [""]
+    # rank 0 names the folder (ranks that started a second apart would name it apart), claims it
+    source, opened = None, ["", str(args.out or Path("detect-caches-results") /
+                                    f"fleet-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")]
     if rank == 0:
         try:
-            source = _open_fleet(args, root)
+            source = _open_fleet(args, Path(opened[1]))
         except DetectCachesError as exc:
             opened[0] = str(exc)
     dist.broadcast_object_list(opened, src=0)
     if opened[0]:
         dist.destroy_process_group()
         raise InputError(opened[0] if rank == 0 else f"rank 0 could not start the fleet: {opened[0]}")
+    root = Path(opened[1])
+    sub = root / f"{socket.gethostname()}-rank{rank}"
     try:
         return _measure_and_gather(dist, args, rank, world, gpu, profile, root, sub, source, measure_one, finish)
     finally:
