@@ -161,8 +161,10 @@ def _check_level(lv, where: str, bad) -> None:
             continue
         ok = _num(v) and (v > low if strict else v >= low) and v <= high and (not integer or float(v).is_integer())
         if not ok:
+            limit = f"2^{int(high).bit_length() - 1}" if high >= 1024 and float(high).is_integer() \
+                and not int(high) & (int(high) - 1) else f"{high:g}"
             bad(f"{where}.{key} must be null or a {'whole ' if integer else ''}number "
-                f"{'>' if strict else '>='} {low} and <= {high:g}")
+                f"{'>' if strict else '>='} {low} and <= {limit}")
     if cap is not None:
         lo, hi = lv.get("capacity_low_bytes"), lv.get("capacity_high_bytes")
         if lo is not None and hi is not None and not lo <= cap <= hi:
