@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from detector.analyze_sweep import analyze_sweep, local_level
-from detector.curve import build_curve
+from detector.curve import NOISY_FLAGS, build_curve
 from detector.levels import Level, SweepAnalysis
 from detector.units import fmt_bytes
 from measure.chains import DENSE_SLOT_BYTES
@@ -25,6 +25,9 @@ from measure.records import REJECTED_FLAGS, Measurement
 NEAR_OCTAVES = 1.0        # a latency plateau this long inside a level is a part of it (a near half)
 MIN_OCTAVES = 0.5         # latency plateaus this long are kept apart (the H200's far L2 half: ~0.7)
 AGREE = (2048, 0.03)      # knees agree when within 2 KiB or 3%
+LATENCY_FLOOR = 0.005     # run-to-run spread of a latency beyond its sampling noise (a clock's jitter)
+SAME_LATENCY = 0.05       # a dropped chase point this close to a plateau's latency reads that plateau
+UNKNOWN_KNEE = "unknown"  # latency_fall_shape of a knee the kept points cannot place
 LINE_CANDIDATES = (32, 64, 128, 256)
 
 
@@ -68,6 +71,33 @@ def _set_latency(lv: Level, an: SweepAnalysis, records, i: int) -> None:
     rate = 10 ** local_level(an.curve.y, an.point_bin, p.first_bin, half, p.level_log)
     lv.latency_ns = round(_ns(rate), 2)
     lv.latency_cycles = _cycles(an, records, i)
+    lv.latency_repeatability = _repeatability(an, p.first_bin, half)
+
+
+def _repeatability(an: SweepAnalysis, first: int, last: int) -> float | None:
+    """The latency's 1-sigma relative spread between runs: the standard error of the median of
+    the points it is read from (1.2533 x their robust spread / sqrt(n)), with a floor; None from
+    fewer than three points. Cycles, not ns, where the SM clock moved: reports.compare."""
+    sel = (an.point_bin >= first) & (an.point_bin <= last)
+    y = an.curve.y[sel] * math.log(10)
+    if y.size < 3:
+        return None
+    # from neighbours' differences: a plateau's slow slope is its shape, the same in every run
+    spread = 1.4826 * float(np.median(np.abs(np.diff(y)))) / math.sqrt(2)
+    return round(math.hypot(1.2533 * spread / math.sqrt(y.size), LATENCY_FLOOR), 5)
+
+
+def _dropped_on_plateau(an: SweepAnalysis, records: list[Measurement], i: int, knee_bytes: float) -> list[int]:
+    """Sizes of chase points past the knee of plateau ``i`` that read its latency but were
+    flagged noisy and left out: the plateau went on past the knee, which the gap they left put
+    too early."""
+    p = an.plateaus[i]
+    ns = _ns(p.bandwidth_gbs)
+    return sorted(r.working_set_bytes for r in records
+                  if r.sweep == "chase" and r.phase in ("coarse", "refine", "check") and r.flag_set & NOISY_FLAGS
+                  and r.order != "sequential" and r.stride_bytes in (0, DENSE_SLOT_BYTES)
+                  and r.working_set_bytes > max(p.size_hi_bytes, knee_bytes) and math.isfinite(r.latency_ns)
+                  and abs(r.latency_ns / ns - 1) <= SAME_LATENCY)
 
 
 def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measurement]) -> None:
@@ -99,6 +129,13 @@ def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measure
                 and (i > 0 or lv is not caches[0])]
         _set_latency(lv, an, records, min(knees))   # a hit: the fastest plateau of its group
         knee = an.steps[own].estimate
+        dropped = _dropped_on_plateau(an, records, own, knee.capacity_bytes)
+        if dropped:    # the knee lies in a gap that dropped points fill: it is not known
+            lv.latency_fall_shape = UNKNOWN_KNEE
+            lv.notes.append(f"the latency knee is unknown: {len(dropped)} chase point(s) up to "
+                            f"{fmt_bytes(dropped[-1])} read this level's latency but were flagged noisy and "
+                            f"left out, and the kept points cannot place the knee")
+            continue
         lv.latency_capacity_bytes = int(round(knee.capacity_bytes))
         lv.latency_fall_shape = knee.shape
         parts = [(_ns(an.plateaus[i].bandwidth_gbs), an.steps[i].estimate.capacity_bytes) for i in near + [own]]
@@ -166,11 +203,13 @@ def _judge_agreement(lv: Level, knee_bytes: float) -> None:
 def probe_targets(levels: list[Level]) -> list[tuple[str, float, bool, bool]]:
     """(level, chain bytes at its latency knee, skip L1, walk cold) for the sector and line probes."""
     out = []
-    caches = [lv for lv in levels if lv.latency_capacity_bytes]
+    # a level whose knee is unknown is probed at its bandwidth capacity
+    caches = [lv for lv in levels if lv.latency_capacity_bytes or lv.latency_fall_shape == UNKNOWN_KNEE]
     for j, lv in enumerate(caches):
         past_l1 = lv.scope != "per_cu"
         last = j == len(caches) - 1
-        out.append((lv.name, float(lv.latency_capacity_bytes), past_l1, past_l1 and last))
+        size = lv.latency_capacity_bytes or lv.capacity_bytes
+        out.append((lv.name, float(size), past_l1, past_l1 and last))
     return out
 
 
@@ -246,6 +285,8 @@ def _line_size(lv: Level, probes: list[Measurement], records: list[Measurement])
     if not errors:
         return
     best = min(errors, key=errors.get)
+    # every size that fits too: a line two sizes explain equally well may read as either next run
+    lv.line_candidates_bytes = sorted(c for c, e in errors.items() if e < math.log(1.15))
     if errors[best] < math.log(1.15):
         lv.line_bytes = best
     else:

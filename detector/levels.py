@@ -37,10 +37,12 @@ class Level:
     peak_launch: str = ""
     latency_ns: float | None = None           # a dependent load's latency (one-SM pointer chase)
     latency_cycles: float | None = None       # ... in SM/CU cycles (in-kernel clock)
+    latency_repeatability: float | None = None  # 1-sigma relative run-to-run spread of latency_ns
     latency_capacity_bytes: int | None = None  # where the latency knee puts the level's size
     latency_fall_shape: str = ""
     latency_steps: list[dict] = field(default_factory=list)   # a level seen in several latency steps
     line_bytes: int | None = None             # allocation unit (line probe); null where not measured
+    line_candidates_bytes: list[int] = field(default_factory=list)   # every line size the probes fit
     sector_bytes: int | None = None           # what a miss brings in (sector probe)
     notes: list[str] = field(default_factory=list)
 

@@ -147,10 +147,11 @@ def read_measurements(path: str | Path, warnings: list[str] | None = None) -> li
     return records
 
 
-def records_from_rows(rows, source: str) -> list[Measurement]:
+def records_from_rows(rows, source: str, warnings: list[str] | None = None) -> list[Measurement]:
     """Measurements from rows of a table already in memory (a DataFrame's records), checked like
-    a CSV's rows."""
+    a CSV's rows; rows without a figure (NaN) are left out with the CSV's warning."""
     records = []
+    untimed = 0
     for i, row in enumerate(rows):
         text = {str(k).strip(): ("" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
                 for k, v in row.items()}
@@ -160,6 +161,11 @@ def records_from_rows(rows, source: str) -> list[Measurement]:
         record = _row(text, f"{source} row {i}")
         if record is not None:
             records.append(record)
+        else:
+            untimed += 1
+    if untimed and warnings is not None:
+        warnings.append(f"{untimed} row(s) of {source} hold no figure (an empty or NaN bandwidth_gbs or "
+                        f"latency_ns: timings that gave none) and were left out")
     if not records:
         raise InputError(f"{source} has no measurements")
     return records

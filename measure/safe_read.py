@@ -12,6 +12,7 @@ from measure.errors import InputError
 
 MAX_BYTES = 256 * 1024 * 1024   # measurements of a whole fleet fit many times over
 MAX_JSON_BYTES = 64 * 1024 * 1024
+MAX_INT_DIGITS = 40             # 2^64 has 20 digits; JSON integers longer than this are refused
 
 
 def read_bytes_bounded(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> bytes:
@@ -71,9 +72,17 @@ def read_json_bounded(path: str | Path, *, what: str = "JSON file", label: str =
 
     def refuse(constant: str):
         raise InputError(f"{name} holds {constant}, which is not a number JSON allows")
+
+    def integer(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_INT_DIGITS:   # no figure has that many digits
+            raise InputError(f"{name} holds an integer of {len(digits.lstrip('-'))} digits, which no "
+                             f"figure of a {what} has")
+        return int(digits)
     try:
-        return json.loads(text, parse_constant=refuse)
+        return json.loads(text, parse_constant=refuse, parse_int=integer)
     except json.JSONDecodeError as exc:
         raise InputError(f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise InputError(f"{name} is nested too deeply to be a {what}") from None
+    except ValueError as exc:          # whatever else the parser refuses (a number it cannot hold)
+        raise InputError(f"{name} is not valid JSON ({str(exc).splitlines()[0][:100]})") from None

@@ -77,8 +77,10 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         want = max(16 * _largest_cache(facts), 2 << 30)
         cap = min(want, memory_cap)
         if cap < want:
-            warnings.append(f"the shared sweep stops at {cap / 2**20:.0f} MiB, the free device memory "
-                            f"allows no more (wanted {want / 2**20:.0f} MiB)")
+            by_option = bool(opts.max_working_set_bytes) and cap >= opts.max_working_set_bytes
+            why = "--max-working-set allows" if by_option else "the free device memory allows"
+            warnings.append(f"the shared sweep stops at {cap / 2**20:.0f} MiB, {why} no more "
+                            f"(wanted {want / 2**20:.0f} MiB)")
         # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
         lo = max(4 * COARSE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // COARSE_BYTES * COARSE_BYTES)
         plans.append(SweepPlan(cfg, lo, cap // programs // COARSE_BYTES * COARSE_BYTES,

@@ -4,7 +4,7 @@
     r = characterize(gpu=0, out="h200-run")          # or simulate="h200"
     r.levels[0]["capacity_bytes"], r.measurements     # result.json's content; a pandas DataFrame
     a = analyze("h200-run/measurements.csv", device="h200-run/result.json")
-    compare("old/result.json", r).drift
+    compare("old/result.json", r).failed             # the check's verdict (fail_on="worse")
 
 Measuring touches the GPU (measure/), the analysis is pure (detector/), the files are written
 by reports/; nothing here measures, analyses or renders by itself.
@@ -12,129 +12,32 @@ by reports/; nothing here measures, analyses or renders by itself.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
+from pipeline.result import Result
+from pipeline.warm import _render_later, _warm_up
 
 T0 = time.perf_counter()   # close to process start when the CLI imports this
 SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (see _measure_and_write)
 
 
-@dataclass
-class Result:
-    """What a run or an analysis produced: ``data`` is result.json's content."""
-
-    data: dict
-    records: list = field(default_factory=list, repr=False)
-    detection: object = field(default=None, repr=False)
-    out: Path | None = None
-
-    def __getitem__(self, key):
-        return self.data[key]
-
-    @property
-    def levels(self) -> list[dict]:
-        return self.data["levels"]
-
-    @property
-    def device(self) -> dict:
-        return self.data["device"]
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.data.get("warnings", [])
-
-    def level(self, name: str) -> dict:
-        found = [lv for lv in self.levels if lv["name"] == name]
-        if not found:
-            raise KeyError(f"no level {name!r}; the levels are {', '.join(lv['name'] for lv in self.levels)}")
-        return found[0]
-
-    @property
-    def measurements(self):
-        """Every measurement as a pandas DataFrame, one row per measured point."""
-        import pandas as pd
-        from measure.records import COLUMNS
-        return pd.DataFrame([dataclasses.asdict(r) for r in self.records], columns=COLUMNS)
-
-    def to_json(self) -> str:
-        from reports.result_json import dumps
-        return dumps(self.data)
-
-
-# -- warming up what the end of the run needs, while the GPU measures ----------------------------
-
-def _warm_up() -> Future:
-    """Import the analysis and plotting stacks and set up matplotlib's fonts in a thread, while
-    the GPU measures (the main thread waits on the GPU with the GIL released)."""
-    fut: Future = Future()
-
-    def work():
-        try:
-            import detector.analyze  # noqa: F401  (scipy, ruptures)
-            from reports.plot import warm_fonts
-            warm_fonts()
-            fut.set_result(True)
-        except BaseException as exc:   # the main thread imports again and reports it
-            fut.set_exception(exc)
-    threading.Thread(target=work, name="detect-caches-warm-up", daemon=True).start()
-    return fut
-
-
-def _render_later(detection, title: str) -> Future:
-    """The plot, rendered in a thread while the probes run (they add no points to its curves)."""
-    fut: Future = Future()
-
-    def work():
-        try:
-            from reports.plot import render_plot
-            fut.set_result(render_plot(detection, title))
-        except BaseException as exc:
-            fut.set_exception(exc)
-    threading.Thread(target=work, name="detect-caches-plot", daemon=True).start()
-    return fut
-
-
 # -- characterize ------------------------------------------------------------------------------
 
-@dataclass
-class Options:
-    """How to measure (the command line's options, with its defaults)."""
-
-    budget: int = 400
-    latency: bool = True
-    peaks: bool = True
-    timing: str = "events"
-    sweeps: tuple[str, ...] = ("private", "shared")
-    grid_multiplier: int = 4
-    max_working_set_bytes: int | None = None
-    carveouts: str | None = None     # "all" or KiB such as "0,32,100,228": the L1 under each (NVIDIA)
-
-    def session(self):
-        from measure.session import SessionOptions
-        if self.timing not in ("events", "device"):
-            raise InputError(f"timing must be events or device, got {self.timing!r}")
-        if not self.sweeps or any(s not in ("private", "shared") for s in self.sweeps):
-            raise InputError(f"sweeps take private, shared or both, got {self.sweeps!r}")
-        if self.max_working_set_bytes is not None and self.max_working_set_bytes < 16 << 20:
-            raise InputError("the largest working set must be at least 16 MiB (--max-working-set 16)")
-        if self.budget < 20:
-            raise InputError(f"a budget of {self.budget} measurements is too small to find levels (at least 60)")
-        return SessionOptions(sweeps=tuple(self.sweeps), grid_multiplier=self.grid_multiplier, budget=self.budget,
-                              max_working_set_bytes=self.max_working_set_bytes, timing=self.timing,
-                              peak_budget=min(24, self.budget // 5) if self.peaks else 0,
-                              latency_budget=min(84, self.budget // 4) if self.latency else 0)
+from pipeline.options import Options  # noqa: E402  (the API's name for it)
 
 
 def open_device(gpu: int | None = 0, simulate: str | None = None, sim_index: int = 0):
+    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < 1 << 16):
+        raise InputError(f"gpu must be a GPU index (a whole number from 0), got {gpu!r:.40}")
     if simulate is not None:
         from measure.simulated import SimulatedGPU, load_profile
+        if not isinstance(simulate, str):
+            raise InputError(f"simulate must be a profile name or a profile JSON file, got {simulate!r:.40}")
         profile = load_profile(simulate)
         index = sim_index if gpu is None else gpu
         if index:   # each GPU of a simulated node is a card of its own: its own noise
@@ -146,43 +49,42 @@ def open_device(gpu: int | None = 0, simulate: str | None = None, sim_index: int
     return TritonGPU(0 if gpu is None else gpu)
 
 
-def resolve_baseline(baseline, facts) -> dict | None:
-    """A result.json (file or folder holding one), or a folder of runs: the latest earlier run of
-    the same GPU (by UUID), else of the same model. Checked against the device before measuring."""
-    if baseline is None:
+def resolve_baseline(baseline, facts, *, force: bool = False, said: list[str] | None = None) -> dict | None:
+    """The baseline of one device (reports.baseline: a result, a result.json, or a folder of runs
+    searched for the latest earlier run of this GPU), checked against it before measuring. Which
+    run was taken, and what the folder held that could not be read, goes to ``said``."""
+    from reports.baseline import BaselineSource, Pick, device_of
+    if isinstance(baseline, Pick):      # picked already (the command line says which before measuring)
+        return dict(baseline.result, baseline_pick=baseline.how)
+    source = baseline if isinstance(baseline, BaselineSource) else BaselineSource.load(baseline)
+    if source is None:
         return None
-    from reports.compare import check_comparable
-    from reports.result_json import read_result
-    if isinstance(baseline, (dict, Result)):
-        base = baseline.data if isinstance(baseline, Result) else baseline
-    else:
-        path = Path(baseline)
-        if path.is_dir() and not (path / "result.json").exists():
-            from reports.history import latest_before
-            picked = latest_before([path], facts.uuid, facts.name)
-            if picked is None:
-                raise InputError(f"{path} holds no earlier result of a {facts.name}")
-            base = picked[1]
-        else:
-            base = read_result(path)
-    check_comparable(base, {"device": {"name": facts.name}})
-    return base
+    pick = source.pick(device_of(facts), force=force)
+    if said is not None:
+        said.append(f"baseline: {pick.how}")
+        said += [f"skipped {s}" for s in source.skipped[:3]] + source.notes
+    return dict(pick.result, baseline_pick=pick.how)
 
 
 def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, options: Options | None = None,
-                 baseline=None, progress=None, device=None, capacity_tol: float | None = None,
-                 bandwidth_tol: float | None = None, **kwargs) -> Result:
+                 baseline=None, progress=None, device=None, capacity_tol=None, bandwidth_tol=None,
+                 latency_tol=None, fail_on: str = "worse", force: bool = False, said: list[str] | None = None,
+                 **kwargs) -> Result:
     """Measure one GPU (or a simulated one) and analyse it. ``out``: a new folder for the files
     (none written without it). ``options`` or keyword arguments: Options' fields. ``baseline``:
-    see resolve_baseline; the comparison (with ``capacity_tol``/``bandwidth_tol``, compare's
-    defaults when None) is in ``result.data['comparison']``."""
+    see resolve_baseline, checked before anything is measured; the comparison (with the
+    tolerances, written 3% or 0.03, compare's defaults when None, and ``fail_on``) is in
+    ``result.data['comparison']``. ``result.doubts`` says why the result may be incomplete."""
     opts = options or Options(**kwargs)
     session_opts = opts.session()
+    tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     device = device or open_device(gpu, simulate)
     facts = device.facts
+    from pipeline.options import check_against_device
+    check_against_device(opts, facts)
     from measure.carveout_sweep import check_carveouts
     session_opts.carveouts = check_carveouts(device, opts.carveouts, session_opts.sweeps)
-    base = resolve_baseline(baseline, facts)
+    base = resolve_baseline(baseline, facts, force=force, said=said)
     if session_opts.timing == "device":
         from measure.session import preflight_device_timing
         preflight_device_timing(device, session_opts)
@@ -192,11 +94,14 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
         out_path = claim_out_dir(Path(out))
     try:
         return _measure_and_write(device, session_opts, out_path, base, progress,
-                                  tolerances=dict(capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol))
+                                  tolerances=dict(tolerances, force=force))
     finally:
         if out_path is not None:
             from pipeline.outputs import release
             release(out_path)
+
+
+_SWITCH = {"lock": threading.Lock(), "depth": 0, "saved": 0.005}
 
 
 def _measure_and_write(device, opts, out: Path | None, base: dict | None, progress, tolerances: dict) -> Result:
@@ -205,13 +110,20 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
     # the measuring thread take the interpreter back within 20 us (not Python's 5 ms). A timed
     # launch queued late leaves the GPU idle inside the timed span; on an H200 beside a thread
     # running Python, 0.5 ms spoilt fits (re-measured points, negative slopes: 20-133 ms a point
-    # where 6-9 ms do), 0.1 ms did now and then, 20 us never (benchmarks/explore_queue.py)
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(min(switch, SWITCH_INTERVAL_S))
+    # where 6-9 ms do), 0.1 ms did now and then, 20 us never (benchmarks/explore_queue.py). The
+    # first of concurrent runs keeps the caller's setting, the last one out puts it back.
+    with _SWITCH["lock"]:
+        if _SWITCH["depth"] == 0:
+            _SWITCH["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_SWITCH["saved"], SWITCH_INTERVAL_S))
+        _SWITCH["depth"] += 1
     try:
         return _measure_and_write_inner(device, opts, out, base, progress, tolerances, t0)
     finally:
-        sys.setswitchinterval(switch)
+        with _SWITCH["lock"]:
+            _SWITCH["depth"] -= 1
+            if _SWITCH["depth"] == 0:
+                sys.setswitchinterval(_SWITCH["saved"])
 
 
 def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict, t0: float) -> Result:
@@ -238,8 +150,7 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
     try:
         session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
                                                           before_detect=latency_then_warm)
-        from detector.latency import attach_lines, probe_targets
-        from detector.peaks import attach_peaks
+        from detector.latency import probe_targets
         plot = _render_later(detection, _title(device.facts)) if out else None
         if opts.peak_budget:
             probe_level_peaks(session, detection.levels, log, opts, on_point)
@@ -251,17 +162,41 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
                                                         default_l1_bytes=_l1_bytes(detection),
                                                         latency=opts.latency_budget > 0, on_point=on_point)
     except KeyboardInterrupt:
-        log.close()
-        raise InputError(f"interrupted; the {len(log.records)} measurements taken are kept in "
-                         f"{log.path} (`detect-caches analyze` reports on them)" if out else "interrupted") from None
+        _close(log)
+        raise InputError(_kept("interrupted", log, out)) from None
     except DetectCachesError as exc:
-        log.close()
-        kept = f"; the {len(log.records)} measurements taken are kept in {log.path}" if out else ""
-        raise type(exc)(f"{exc}{kept}") from None
+        _close(log)
+        raise type(exc)(_kept(str(exc), log, out, ";")) from None
+    except OSError as exc:            # a full disk under the measurements: name the file
+        _close(log)
+        raise OSError(exc.errno, _kept(exc.strerror or str(exc), log, out, ";"), exc.filename or log.path) from None
     finally:
         if progress is not None and hasattr(progress, "close"):
             progress.close()
-    log.close()
+    try:
+        log.close()
+        return _after_measuring(device, opts, out, base, session, detection, analysis_s, plot, tolerances, t0)
+    except KeyboardInterrupt:       # a signal in the last second: the measurements are all on disk
+        raise InputError(_kept("interrupted after measuring", log, out)) from None
+
+
+def _close(log) -> None:
+    try:
+        log.close()
+    except OSError:
+        pass
+
+
+def _kept(what: str, log, out, sep: str = ";") -> str:
+    if not out:
+        return what
+    return (f"{what}{sep} the {len(log.records)} measurements taken are kept in {log.path} "
+            f"(`detect-caches analyze` reports on them)")
+
+
+def _after_measuring(device, opts, out, base, session, detection, analysis_s, plot, tolerances, t0) -> Result:
+    from detector.latency import attach_lines
+    from detector.peaks import attach_peaks
     # the peak, sector and line probes are not part of any curve: only their levels' figures change
     attach_peaks(detection.levels, session.records)
     attach_lines(detection.levels, session.records)
@@ -271,6 +206,7 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
         detection.carveouts = carveout_table(session.records, device.facts, detection.levels)
     shared = launch_shared(device, session.configs.get("private"))
     carveout = launch_carveout(shared.to_dict(device.facts) if shared else None, _l1_bytes(detection), device.facts)
+    _reach(session)
     session.method["timing"] = opts.timing
     session.method["analysis_seconds"] = round(analysis_s, 3)
     session.method["process_seconds_before_measuring"] = round(t0 - T0, 3)
@@ -314,6 +250,18 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     return session, detection, seconds
 
 
+def _reach(session) -> None:
+    """How far each sweep got (reports.doubt: a sweep the budget cut short)."""
+    coarse = ("coarse", "refine", "check")
+    for name, sw in session.method.get("sweeps", {}).items():
+        sizes = [r.stream_bytes for r in session.records if r.sweep == name and r.phase in coarse and r.stream_bytes]
+        sw["largest_stream_bytes"] = max(sizes, default=0)
+    lat = session.method.get("latency")
+    if lat:
+        chains = [r.working_set_bytes for r in session.records if r.sweep == "chase" and r.phase in coarse]
+        lat["largest_chain_bytes"] = max(chains, default=0)
+
+
 def _title(facts) -> str:
     return facts.name if facts.name.startswith("simulated") or not facts.simulated else f"{facts.name} (simulated)"
 
@@ -324,11 +272,13 @@ def _finish(detection, facts, records, out, base, method, warnings, elapsed, plo
     t = time.perf_counter()
     data = build_result(detection, facts, measurements=len(records), elapsed_s=elapsed, method=method,
                         extra_warnings=warnings, carveout=carveout)
+    if "sweeps" in method:            # a measuring run (an analysis reports on what exists)
+        from reports.doubt import find_doubts
+        data["doubts"] = find_doubts(data)
     if base is not None:
         cmp = compare(base, data, **(tolerances or {}))
-        data["comparison"] = {"drift": cmp.drift, "rows": cmp.rows, "environment": cmp.environment,
-                              "explained": cmp.explained,
-                              "markdown": cmp.markdown()}
+        cmp.baseline_label = base.get("baseline_pick", "")
+        data["comparison"] = dict(cmp.to_dict(), rows=cmp.rows, markdown=cmp.markdown())
     if out is not None:
         from pipeline.outputs import write_result_files
         data["method"]["write_seconds"] = round(time.perf_counter() - t, 3)
@@ -339,74 +289,6 @@ def _finish(detection, facts, records, out, base, method, warnings, elapsed, plo
     return Result(data, list(records), detection, out)
 
 
-# -- analyze and compare -----------------------------------------------------------------------
+# -- analyze and compare (pipeline.api_analysis: the same path, no GPU) ----------------------
 
-def _facts(device, vendor: str | None, name: str):
-    from measure.device import DeviceFacts, load_device_json
-    if device is None:
-        facts = DeviceFacts(name=name)
-    elif isinstance(device, DeviceFacts):
-        facts = device
-    elif isinstance(device, dict):
-        data = device.get("device", device) if isinstance(device.get("device"), dict) else device
-        facts = DeviceFacts.from_dict(data, source="device")
-    else:
-        facts = load_device_json(device)
-    if vendor:
-        if vendor not in ("nvidia", "amd"):
-            raise InputError(f"vendor must be nvidia or amd, got {vendor!r}")
-        facts.vendor = vendor
-    return facts
-
-
-def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -> Result:
-    """Detection and reports on recorded measurements: a measurements.csv path or a pandas
-    DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
-    result.json works too). No GPU, no torch."""
-    from measure.reader import read_measurements, records_from_rows
-    t0 = time.perf_counter()
-    warnings: list[str] = []
-    if hasattr(measurements, "to_dict") and hasattr(measurements, "columns"):
-        records = records_from_rows(measurements.to_dict("records"), "the DataFrame")
-        source, name = "DataFrame", "measurements"
-    else:
-        records = read_measurements(measurements, warnings)
-        source, name = str(measurements), Path(measurements).stem
-    facts = _facts(device, vendor, name)
-    out_path = None
-    if out is not None:
-        from pipeline.outputs import claim_out_dir
-        out_path = claim_out_dir(Path(out))
-    try:
-        from detector.analyze import detect_levels
-        from detector.carveouts import launch_carveout, recorded_launch
-        from reports.carveout_json import recorded_launch_of
-        detection = detect_levels(records, facts)
-        carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
-                                   _l1_bytes(detection), facts)
-        return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
-                       time.perf_counter() - t0, carveout=carveout)
-    finally:
-        if out_path is not None:
-            from pipeline.outputs import release
-            release(out_path)
-
-
-def _as_result(x) -> dict:
-    from reports.result_json import read_result, validate_result
-    if isinstance(x, Result):
-        return x.data
-    if isinstance(x, dict):
-        return validate_result(json.loads(json.dumps(x, default=str)), "the result")
-    return read_result(x)
-
-
-def compare(baseline, current, *, capacity_tol: float | None = None, bandwidth_tol: float | None = None,
-            force: bool = False):
-    """Regression check of ``current`` against ``baseline`` (Results, dicts or result.json paths):
-    a reports.compare.Comparison (``.drift``, ``.rows``, ``.markdown()``)."""
-    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, check_comparable, compare_results
-    base, cur = _as_result(baseline), _as_result(current)
-    check_comparable(base, cur, force=force)
-    return compare_results(base, cur, capacity_tol=DEFAULT_CAPACITY_TOL if capacity_tol is None else capacity_tol,
-                           bandwidth_tol=DEFAULT_BANDWIDTH_TOL if bandwidth_tol is None else bandwidth_tol)
+from pipeline.api_analysis import _tolerances, analyze, compare  # noqa: E402,F401  (the API's names)

@@ -22,6 +22,9 @@ import os
 import sys
 import threading
 import time
+import types
+
+from pipeline.bytecode_safety import make_private_root, read_trusted, write_private
 
 ENV = "DETECT_CACHES_BYTECODE_CACHE"
 
@@ -61,13 +64,14 @@ class CachingLoader(importlib.machinery.SourceFileLoader):
             return super().get_code(fullname)
         header = _header(st["mtime"], st["size"])
         cached = self.cache_path(source_path)
-        try:
-            with open(cached, "rb") as f:
-                data = f.read()
-            if data[:16] == header:
-                return marshal.loads(memoryview(data)[16:])
-        except (OSError, EOFError, ValueError, TypeError):   # missing, cut short or foreign: compile
-            pass
+        data = read_trusted(cached)        # none of someone else's, nor through a link
+        if data is not None and data[:16] == header:
+            try:
+                code = marshal.loads(memoryview(data)[16:])
+                if isinstance(code, types.CodeType):
+                    return code
+            except Exception:   # cut short or damaged: compiled again, and the entry replaced
+                pass
         code = self.source_to_code(self.get_data(source_path), source_path)
         _WRITER.put(cached, header, code)
         return code
@@ -92,7 +96,6 @@ class _Writer:
         self._last_put = 0.0
         self._dirs: set[str] = set()
         self._thread: threading.Thread | None = None
-        self.root = ""              # made private to the user (0700) before anything below it
 
     def put(self, path: str, header: bytes, code) -> None:
         with self._cond:
@@ -121,22 +124,13 @@ class _Writer:
 
     def _write(self, path: str, data: bytes) -> None:
         folder = os.path.dirname(path)
-        tmp = f"{path}.{os.getpid()}.tmp"
         try:
             if folder not in self._dirs:
-                if self.root and self.root not in self._dirs:
-                    os.makedirs(self.root, mode=0o700, exist_ok=True)
-                    self._dirs.add(self.root)
-                os.makedirs(folder, exist_ok=True)
+                os.makedirs(folder, mode=0o700, exist_ok=True)
                 self._dirs.add(folder)
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            write_private(path, data)
+        except OSError:     # a cache that cannot be written only means compiling next time
+            pass
 
     def flush(self, timeout: float) -> bool:
         """Write every file given so far now (within ``timeout`` s); True when done."""
@@ -180,16 +174,29 @@ class CachingFinder:
         importlib.machinery.PathFinder.invalidate_caches()
 
 
+_REFUSED: list[str] = []
+
+
 def install(environ=os.environ) -> CachingFinder | None:
-    """Put the finder on sys.meta_path when Python keeps no bytecode of its own; idempotent."""
+    """Put the finder on sys.meta_path when Python keeps no bytecode of its own; idempotent. A
+    cache folder that others could write to is refused, once, with one line on stderr."""
     root = cache_root(environ)
     if root is None:
         return None
     for finder in sys.meta_path:
         if isinstance(finder, CachingFinder):
             return finder
+    why = make_private_root(root)
+    if why:
+        if root not in _REFUSED:
+            _REFUSED.append(root)
+            line = f"detect-caches: not using the bytecode cache {root}: {why} (code read from it would run as you)"
+            try:
+                sys.stderr.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+            except (OSError, ValueError, AttributeError):
+                pass
+        return None
     finder = CachingFinder(root)
-    _WRITER.root = root
     at = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
     sys.meta_path.insert(at, finder)
     return finder

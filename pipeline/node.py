@@ -2,10 +2,9 @@
 fleet launched by torchrun or Slurm's srun, gathered with torch.distributed (gloo: the gather
 moves a few kilobytes of JSON, and gloo needs no GPU). A node run hands SIGTERM and SIGINT on to
 its children and still writes the summary of what they measured; a distributed run that cannot
-form its group says so within RENDEZVOUS_SECONDS."""
+form its group says so within DETECT_CACHES_RENDEZVOUS_SECONDS (pipeline.ranks)."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -13,13 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
 from measure.validate import env_int
-
-RENDEZVOUS_SECONDS = 120
 
 
 def node_targets(args) -> list[tuple[int | None, str | None]]:
@@ -47,9 +43,38 @@ def node_targets(args) -> list[tuple[int | None, str | None]]:
     return [(i, None) for i in indices]
 
 
+def check_targets(targets: list[tuple[int | None, str | None]], source) -> None:
+    """Before the node's folder is claimed: every GPU index one the driver counts, each readable
+    simulated profile's GPU with its baseline where a folder of runs is given. A node where no
+    profile can be read stops here; one bad profile among good ones is its GPU's failure, named
+    with the others' results (a node keeps what it can measure)."""
+    from pipeline.api import open_device
+    from reports.baseline import device_of
+    count, bad = None, []
+    for gpu, profile in targets:
+        if profile is not None:
+            try:
+                device = open_device(gpu, profile)
+            except InputError as exc:
+                bad.append(str(exc))
+                continue
+            if source is not None:
+                source.pick(device_of(device.facts))
+            continue
+        if count is None:
+            from measure.clocks import nvidia_gpu_count
+            count = nvidia_gpu_count() or -1
+        if count >= 0 and gpu >= count:
+            raise InputError(f"--gpu {gpu}: the driver counts {count} GPU(s) (0 to {count - 1})")
+    if bad and len(bad) == len(targets):
+        raise InputError(bad[0])
+
+
 def _child_argv(args, gpu: int | None, profile: str | None, out: Path) -> list[str]:
-    argv = [sys.executable, "-m", "detect_caches", "--quiet", "--out", str(out), "--budget", str(args.budget),
-            "--grid-multiplier", str(args.grid_multiplier), "--sweeps", args.sweeps, "--timing", args.timing]
+    # each child's doubts are judged by the parent, over the whole node
+    argv = [sys.executable, "-m", "detect_caches", "--quiet", "--accept-incomplete", "--out", str(out),
+            "--budget", str(args.budget), "--grid-multiplier", str(args.grid_multiplier), "--sweeps", args.sweeps,
+            "--timing", args.timing]
     if args.no_peaks:
         argv.append("--no-peaks")
     if args.no_latency:
@@ -62,8 +87,12 @@ def _child_argv(args, gpu: int | None, profile: str | None, out: Path) -> list[s
 
 
 def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
-    """One process per GPU, all at once; one folder per GPU plus the node summary."""
+    """One process per GPU, all at once; one folder per GPU plus the node summary. The baseline
+    (a file, or a folder of runs: each GPU's own latest earlier run) is loaded and checked first."""
     from pipeline.outputs import claim_out_dir, release
+    from reports.baseline import BaselineSource
+    source = BaselineSource.load(args.baseline)
+    check_targets(targets, source)
     root = claim_out_dir(args.out or Path("detect-caches-results") /
                          f"node-{socket.gethostname()}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     procs = []
@@ -105,7 +134,7 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
         raise DetectCachesError(f"no GPU produced a result{': ' + stopped if stopped else ''}")
     if stopped:
         failed.append(stopped)
-    return finish(results, args, root, failed, same_time=True)
+    return finish(results, args, root, failed, same_time=True, source=source)
 
 
 def _warm_fleet_report() -> None:
@@ -157,50 +186,5 @@ def distributed_rank() -> tuple[int, int, int] | None:
 
 
 def run_rank(args, rank_info: tuple[int, int, int], measure_one, finish) -> int:
-    """Each rank measures its local GPU (or simulated profile) into its own folder; rank 0 gathers
-    every result and writes the fleet report under --out."""
-    import torch.distributed as dist
-    rank, world, local = rank_info
-    if args.simulate is not None:
-        profiles = [p.strip() for p in args.simulate.split(",") if p.strip()]
-        gpu, profile = rank, profiles[rank % len(profiles)]
-    elif args.gpu is None:
-        gpu, profile = local, None
-    elif str(args.gpu).strip().isdigit():
-        gpu, profile = int(args.gpu), None
-    else:
-        raise InputError(f"under torchrun or srun each rank measures one GPU (its LOCAL_RANK by default); "
-                         f"--gpu {args.gpu!r} is not a single index")
-    root = args.out or Path("detect-caches-results") / f"fleet-{time.strftime('%Y%m%d')}"
-    sub = root / f"{socket.gethostname()}-rank{rank}"
-    env = os.environ
-    if "MASTER_ADDR" in env and "RANK" not in env:   # srun: torch's env:// wants these names
-        env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local))
-        env.setdefault("MASTER_PORT", "29500")
-    wait = int(env.get("DETECT_CACHES_RENDEZVOUS_SECONDS", RENDEZVOUS_SECONDS))
-    try:
-        dist.init_process_group("gloo", timeout=timedelta(seconds=wait))
-    except Exception as exc:
-        raise DetectCachesError(f"rank {rank} of {world} could not form the process group within {wait} s "
-                                f"({type(exc).__name__}); under Slurm start it with srun, or check MASTER_ADDR "
-                                f"and MASTER_PORT") from None
-    result, error = None, ""
-    try:
-        result = measure_one(args, gpu, profile, sub)
-    except DetectCachesError as exc:
-        error = f"rank {rank} ({socket.gethostname()}): {exc}"
-        print(f"detect-caches: error: {error}", file=sys.stderr)
-    gathered = [None] * world if rank == 0 else None
-    dist.gather_object(json.dumps({"result": result, "error": error}, default=str), gathered, dst=0)
-    codes = [0 if result is not None else 2]
-    if rank == 0:
-        items = [json.loads(g) for g in gathered]
-        try:
-            codes[0] = finish([i["result"] for i in items if i["result"]], args, root,
-                              [i["error"] for i in items if i["error"]], same_time=True)
-        except DetectCachesError as exc:
-            print(f"detect-caches: error: {exc}", file=sys.stderr)
-            codes[0] = 2
-    dist.broadcast_object_list(codes, src=0)   # every rank exits with the fleet's verdict
-    dist.destroy_process_group()
-    return codes[0]
+    from pipeline.ranks import run_rank as run
+    return run(args, rank_info, measure_one, finish)

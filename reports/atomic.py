@@ -1,28 +1,35 @@
-"""Write files whole or not at all: a temporary file in the same folder, then a rename. The file
-gets the mode a plain new file would have under the user's umask (a temporary file is 0600,
-which would lock the result away from the other users of a shared cluster)."""
+"""Write files whole or not at all: a temporary file in the same folder, then a rename. The
+temporary file is created exclusively (O_EXCL, never through a link) with mode 0666, which the
+kernel narrows by the user's umask: the file gets the mode a plain new file would have, without
+reading or changing the process's umask (a global that other threads' files depend on)."""
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
+FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+
+def create_exclusive(folder: Path, name: str, mode: int = 0o666) -> tuple[int, Path]:
+    """A new file in ``folder`` named after ``name``, opened for writing: (fd, path)."""
+    for _ in range(100):
+        tmp = Path(folder) / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, FLAGS, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name for {name} in {folder}")
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = create_exclusive(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -33,4 +40,5 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+    # a name that is not UTF-8 (a folder's bytes) shown escaped, never a failed write
+    write_bytes_atomic(path, text.encode("utf-8", "backslashreplace"))

@@ -2,11 +2,11 @@
 (one strip per figure), outliers in red. Reads the FleetReport only."""
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-from reports.fleet import FleetReport, gpu_label
+from reports.fleet import FleetReport
 from reports.fmt import level_key
+from reports.identity import gpu_label
 
 
 def _points(report: FleetReport, key: str, field_name: str) -> tuple[list[float], list[float], float | None]:
@@ -19,15 +19,13 @@ def _points(report: FleetReport, key: str, field_name: str) -> tuple[list[float]
         lv = next((x for x in res["levels"] if level_key(x) == key), None)
         if lv is None or not isinstance(lv.get(field_name), (int, float)):
             continue
-        (bad if gpu_label(res) in report.outliers else ok).append(lv[field_name] / med)
+        (bad if gpu_label(res, res.get("source_path")) in report.outliers else ok).append(lv[field_name] / med)
     return ok, bad, med
 
 
 def render_fleet_plot(report: FleetReport) -> bytes:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from reports.figure import new_figure, png_bytes
     from reports.fmt import fmt_bytes, fmt_gbs
     strips = []
     for key in report._keys():
@@ -35,7 +33,8 @@ def render_fleet_plot(report: FleetReport) -> bytes:
             ok, bad, med = _points(report, key, field_name)
             if med:
                 strips.append((f"{key} {field_name.split('_')[0]}\n(median {fmt(med)})", ok, bad))
-    fig, ax = plt.subplots(figsize=(9, 0.7 + 0.55 * max(1, len(strips))))
+    fig = new_figure((9, 0.7 + 0.55 * max(1, len(strips))))
+    ax = fig.subplots()
     rng = np.random.default_rng(0)          # jitter only spreads the dots; the same picture each time
     labelled = set()
     for row, (_, ok, bad) in enumerate(strips):
@@ -54,12 +53,12 @@ def render_fleet_plot(report: FleetReport) -> bytes:
     if labelled:
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    return buf.getvalue()
+    return png_bytes(fig, dpi=90)
 
 
 def write_fleet_plot(path: Path, report: FleetReport) -> None:
     from reports.atomic import write_bytes_atomic
-    write_bytes_atomic(path, render_fleet_plot(report))
+    from reports.figure import RENDER_LOCK
+    with RENDER_LOCK:
+        png = render_fleet_plot(report)
+    write_bytes_atomic(path, png)

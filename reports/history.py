@@ -1,63 +1,45 @@
 """The history of GPUs across driver and firmware updates: every result found under the given
-files and folders, grouped by device model, each GPU's runs in time order, each run judged
-against that GPU's previous one with `compare`'s rule. Exit 1 (for CI) when the newest run of any
-GPU drifts from its previous run."""
+files and folders, grouped by device model and GPU (reports.identity), each GPU's runs in time
+order, each run judged against that GPU's reference with `compare`'s rule: its first run (the
+default), a run the user names (``--reference FILE`` or ``DATE``: the GPU's last run on or
+before it), or the median of the runs before it. A regression that persists stays a regression
+until a new reference is chosen. The check fails (exit 1) when the newest run of a GPU fails
+against its reference; a result that cannot be read makes it incomplete (exit 2)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from measure.errors import DetectCachesError, InputError
-from reports.compare import compare_results, environment_changes
-from reports.fleet import created_epoch, gpu_label
-from reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
-from reports.result_json import read_result
-
-MAX_FILES = 20000
-MAX_DEPTH = 16
+from measure.errors import InputError
+from reports.compare import Comparison, compare_results, environment_changes
+from reports.fmt import fmt_bytes, fmt_gbs, level_key
+from reports.identity import gpu_key, gpu_label, identified, parse_when, run_time
+from reports.search import find_results, show
 
 
-def find_results(paths: list[Path], skipped: list[str]) -> list[tuple[Path, dict]]:
-    """Every readable result.json under ``paths`` (files, or folders searched recursively without
-    following links); files that are not results are named in ``skipped``."""
-    found: list[tuple[Path, dict]] = []
-    for path in paths:
-        if path.is_file():
-            found.append((path, read_result(path)))     # given by name: it must be a result
-            continue
-        if not path.is_dir():
-            if path.exists():
-                raise InputError(f"{path} is not a regular file or a folder (a pipe, device or socket); "
-                                 f"give result.json files or folders of them")
-            raise InputError(f"{path}: no such file or folder")
-        base = len(path.parts)
-        for root, dirs, files in os.walk(path, followlinks=False):
-            if len(Path(root).parts) - base >= MAX_DEPTH:
-                dirs[:] = []
-            dirs.sort()
-            if "result.json" in files:
-                p = Path(root) / "result.json"
-                try:
-                    found.append((p, read_result(p)))
-                except DetectCachesError as exc:
-                    skipped.append(f"{p}: {exc}")
-                if len(found) > MAX_FILES:
-                    raise InputError(f"more than {MAX_FILES} results under {path}; give a narrower folder")
-    if not found:
-        raise InputError("no result.json found in " + ", ".join(map(str, paths)))
-    return found
+@dataclass
+class Reference:
+    """How each GPU's reference run is chosen: ``first``, ``median``, a date, or files."""
 
+    kind: str = "first"
+    when: float | None = None
+    files: list[tuple[Path, dict]] = field(default_factory=list)
+    text: str = "first run"
 
-def _when(path: Path, res: dict) -> float:
-    """Time order of results: their creation time (the file's change time when not recorded)."""
-    when = created_epoch(res)
-    if not when:
-        try:
-            when = path.stat().st_mtime
-        except OSError:
-            pass
-    return when
+    @classmethod
+    def parse(cls, text: str | None) -> "Reference":
+        from reports.result_json import read_result
+        if text in (None, "", "first"):
+            return cls()
+        if text == "median":
+            return cls("median", text="median of the earlier runs")
+        if Path(text).exists():
+            return cls("file", files=[(Path(text), read_result(text))], text=show(text))
+        when = parse_when(text)
+        if when is None:
+            raise InputError(f"--reference takes first, median, a result.json or a date such as 2026-11-30, "
+                             f"got {text!r}")
+        return cls("date", when=when, text=f"last run on or before {text}")
 
 
 @dataclass
@@ -65,119 +47,129 @@ class Run:
     path: Path
     result: dict
     verdict: str = "first run"
-    drift: bool = False
+    comparison: Comparison | None = None
     changes: list[str] = field(default_factory=list)
+    reference: str = ""             # which run (or median) it was judged against
+
+    @property
+    def failed(self) -> bool:
+        return self.comparison is not None and self.comparison.failed
 
 
 @dataclass
 class History:
-    models: dict[str, list[Run]]          # model -> runs in time order
+    models: dict[str, dict[str, list[Run]]]   # model -> GPU key -> runs in time order
+    reference: Reference = field(default_factory=Reference)
+    fail_on: str = "worse"
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def newest(self) -> list[Run]:
+        return [runs[-1] for gpus in self.models.values() for runs in gpus.values()]
 
     @property
     def drift(self) -> bool:
-        """The newest run of some GPU drifts from that GPU's previous run."""
-        newest: dict[str, Run] = {}
-        for runs in self.models.values():
-            for run in runs:
-                newest[gpu_label(run.result)] = run
-        return any(run.drift for run in newest.values())
+        """The newest run of some GPU fails against that GPU's reference."""
+        return any(run.failed for run in self.newest())
 
     def markdown(self) -> str:
-        lines = []
-        for model, runs in self.models.items():
-            keys = []
-            for run in runs:
-                for lv in run.result["levels"]:
-                    if level_key(lv) not in keys:
-                        keys.append(level_key(lv))
-            rows = []
-            for run in runs:
-                dev, lv = run.result["device"], {level_key(x): x for x in run.result["levels"]}
-                env = dev.get("environment") or {}
-                row = [str(run.result.get("created") or "?")[:19], str(dev.get("uuid") or gpu_label(run.result))[:24],
-                       str(env.get("driver") or dev.get("driver") or "-")]
-                row += ["-" if k not in lv else f"{fmt_bytes(lv[k].get('capacity_bytes'))} / {fmt_gbs(lv[k]['bandwidth_gbs'])}"
-                        for k in keys]
-                rows.append(row + [run.verdict])
-            lines += [f"# History: {model} ({len(runs)} run(s), {len({gpu_label(r.result) for r in runs})} GPU(s))", "",
-                      markdown_table(["date", "GPU", "driver"] + [f"{k} capacity / bandwidth" for k in keys] + ["against the GPU's previous run"],
-                                     rows), ""]
-        verdict = ("**drift**: the newest run of a GPU drifts from its previous run" if self.drift
-                   else "no drift in the newest runs")
-        lines.append(f"Result: {verdict}.")
-        if self.skipped:
-            lines += ["", f"Skipped {len(self.skipped)} file(s) that are not readable results:"]
-            lines += [f"- {s}" for s in self.skipped[:20]]
-        return "\n".join(lines) + "\n"
+        from reports.history_text import history_markdown
+        return history_markdown(self)
+
+    def to_dict(self) -> dict:
+        gpus = []
+        for model, by_gpu in self.models.items():
+            for runs in by_gpu.values():
+                last = runs[-1]
+                gpus.append({"model": model, "gpu": gpu_label(last.result, last.path), "runs": len(runs),
+                             "newest": show(last.path), "created": last.result.get("created") or None,
+                             "verdict": last.verdict, "fails": last.failed, "reference": last.reference or None,
+                             "comparison": last.comparison.to_dict() if last.comparison else None})
+        return {"reference": self.reference.text, "fail_on": self.fail_on, "failed": self.drift,
+                "incomplete": bool(self.skipped), "gpus": gpus, "skipped": self.skipped, "notes": self.notes}
 
 
-def build_history(paths: list[Path], *, capacity_tol: float, bandwidth_tol: float) -> History:
+def _pick(runs: list[Run], i: int, ref: Reference) -> tuple[dict | None, str]:
+    """The reference result for run ``i`` of one GPU, and what it is."""
+    first = runs[0]
+    if ref.kind == "median":
+        if i == 0:
+            return None, ""
+        from reports.fleet import fleet_median
+        return fleet_median([r.result for r in runs[:i]]), f"median of {i} earlier run(s)"
+    if ref.kind == "date":
+        dated = [r for r in runs if (run_time(r.result) or 0.0) and run_time(r.result) <= ref.when]
+        chosen = dated[-1] if dated else first
+        note = "" if dated else " (none on or before the date: its first run)"
+        return (None if chosen is runs[i] else chosen.result), f"{chosen.result.get('created') or show(chosen.path)}{note}"
+    if ref.kind == "file":
+        key = gpu_key(first.result, first.path)
+        own = [f for f in ref.files if gpu_key(f[1], f[0]) == key]
+        model = [f for f in ref.files if f[1]["device"].get("name") == first.result["device"].get("name")]
+        if own or model:
+            path, res = (own or model)[0]
+            same = Path(path).resolve() == Path(runs[i].path).resolve()
+            return (None if same else res), show(path)
+    return (None if i == 0 else first.result), f"first run, {first.result.get('created') or show(first.path)}"
+
+
+def _order(item: tuple[Path, dict]) -> tuple:
+    when = run_time(item[1])
+    return (when is not None, when or 0.0, str(item[0]))
+
+
+def build_history(paths: list[Path], *, capacity_tol: float, bandwidth_tol: float, latency_tol: float | None = None,
+                  reference: Reference | None = None, fail_on: str = "worse") -> History:
     skipped: list[str] = []
-    found = find_results(paths, skipped)
-    seen_paths = set()
-    models: dict[str, list[Run]] = {}
-    for path, res in sorted(found, key=lambda pr: (_when(*pr), str(pr[0]))):
-        real = path.resolve()
-        if real in seen_paths:
-            continue
-        seen_paths.add(real)
-        models.setdefault(res["device"].get("name", "?"), []).append(Run(path, res))
-    for runs in models.values():
-        previous: dict[str, Run] = {}
-        for run in runs:
-            label = gpu_label(run.result)
-            before = previous.get(label)
-            if before is not None:
-                cmp = compare_results(before.result, run.result, capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol)
-                run.drift, run.changes = cmp.drift, environment_changes(before.result, run.result)
-                drifted = [d + ": drift" for d in cmp.drifted] if cmp.drift else []
-                said = "; ".join(run.changes + cmp.explained + drifted)
-                run.verdict = ("DRIFT: " if cmp.drift else "ok") + (f" ({said})" if said else "")
-            previous[label] = run
-    return History(models, skipped)
-
-
-def latest_before(paths: list[Path], facts_uuid: str, model: str) -> tuple[Path, dict] | None:
-    """The newest earlier result of the same GPU (by UUID), else of the same model, under ``paths``."""
-    found = find_results(paths, [])
-    same_model = [(p, r) for p, r in found if r["device"].get("name") == model]
-    same_gpu = [(p, r) for p, r in same_model if facts_uuid and r["device"].get("uuid") == facts_uuid]
-    pool = same_gpu or same_model
-    return max(pool, key=lambda pr: (_when(*pr), str(pr[0]))) if pool else None
-
-
-def write_history_plot(path: Path, history: History) -> None:
-    """history.png: one panel per level, each GPU's capacity over its runs."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from reports.atomic import write_bytes_atomic
-    import io
-    keys = []
-    for runs in history.models.values():
-        for run in runs:
-            for lv in run.result["levels"]:
-                if level_key(lv) not in keys:
-                    keys.append(level_key(lv))
-    fig, axes = plt.subplots(len(keys), 1, figsize=(9, 2.6 * len(keys)), squeeze=False)
-    for ax, key in zip(axes[:, 0], keys):
-        for runs in history.models.values():
-            by_gpu: dict[str, list] = {}
+    notes: list[str] = []
+    found = find_results(paths, skipped, notes)
+    ref = reference or Reference()
+    models: dict[str, dict[str, list[Run]]] = {}
+    for path, res in sorted(found, key=_order):
+        key = gpu_key(res, path)
+        models.setdefault(res["device"].get("name", "?"), {}).setdefault(key, []).append(Run(path, res))
+    undated = sum(1 for _, r in found if run_time(r) is None)
+    if undated:
+        notes.append(f"{undated} run(s) carry no time of their own (schema 1): their time is unknown; they are "
+                     f"placed before the dated runs of their GPU, in path order (never by file time)")
+    strangers = sum(1 for _, r in found if not identified(r))
+    if strangers:
+        notes.append(f"{strangers} run(s) name neither a UUID nor a host: each is kept apart as a GPU of its own")
+    if ref.kind == "file":
+        covered = {f[1]["device"].get("name") for f in ref.files}
+        others = [m for m in models if m not in covered]
+        if others:
+            notes.append(f"the reference {ref.text} is a run of {', '.join(sorted(map(show, covered)))}: the GPUs "
+                         f"of {', '.join(map(show, others))} are judged against their first runs")
+    tols = dict(capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol, latency_tol=latency_tol, fail_on=fail_on)
+    for by_gpu in models.values():
+        for runs in by_gpu.values():
             for i, run in enumerate(runs):
-                lv = next((x for x in run.result["levels"] if level_key(x) == key), None)
-                if lv is not None:
-                    value = lv.get("capacity_bytes") or lv["bandwidth_gbs"]
-                    by_gpu.setdefault(gpu_label(run.result), []).append((i, value, run.drift))
-            for label, pts in by_gpu.items():
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, lw=1, label=label[:16])
-                ax.plot([p[0] for p in pts if p[2]], [p[1] for p in pts if p[2]], "x", color="#d62728", ms=8)
-        ax.set_title(key, fontsize=9)
-        ax.set_ylabel("capacity (B)" if "HBM" not in key and "DRAM" not in key else "bandwidth (GB/s)", fontsize=8)
-        ax.grid(True, color="#dddddd", lw=0.5)
-    axes[-1, 0].set_xlabel("run (time order)")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    write_bytes_atomic(path, buf.getvalue())
+                base, what = _pick(runs, i, ref)
+                if base is None:
+                    run.verdict = "first run" if ref.kind == "median" else "reference" + (" (first run)" if i == 0 else "")
+                    continue
+                cmp = compare_results(base, run.result, **tols)
+                cmp.baseline_label = what
+                run.comparison, run.changes, run.reference = cmp, environment_changes(base, run.result), what
+                drifting = [v for v in cmp.verdicts if v.drift]
+                said = run.changes + cmp.explained + [f"{d}: {'drift, ' if v.fails(fail_on) else ''}{v.direction}"
+                                                      for d, v in zip(cmp.drifted, drifting)]
+                run.verdict = ("DRIFT" if cmp.failed else "ok") + (f" ({'; '.join(said)})" if said else "")
+    return History(models, ref, fail_on, skipped, notes)
+
+
+def level_keys(runs: list[Run]) -> list[str]:
+    keys: list[str] = []
+    for run in runs:
+        keys += [level_key(lv) for lv in run.result["levels"] if level_key(lv) not in keys]
+    return keys
+
+
+def row_cells(run: Run, keys: list[str]) -> list[str]:
+    dev, lv = run.result["device"], {level_key(x): x for x in run.result["levels"]}
+    env = dev.get("environment") or {}
+    row = [str(run.result.get("created") or "unknown")[:19], show(gpu_label(run.result, run.path))[:24],
+           show(env.get("driver") or dev.get("driver") or "-")]
+    return row + ["-" if k not in lv else f"{fmt_bytes(lv[k].get('capacity_bytes'))} / {fmt_gbs(lv[k]['bandwidth_gbs'])}"
+                  for k in keys] + [run.verdict]

@@ -22,7 +22,11 @@ CAPACITY_TEXT = (
     "element per 512 bytes against the dense curve); sector: for the L1, what a miss brings in "
     "from the L2 (chains in address order at 8-256 byte strides); for the L2, the unit it hands to "
     "the SMs (words read per second with loads that skip the L1, at 8-128 byte strides: they halve "
-    "with each doubling of the stride up to the unit).")
+    "with each doubling of the stride up to the unit). Confidence (0 to 1): for a cache, how clearly "
+    "its fall stands out from the noise, how narrow its capacity's interval is, how well the fall's "
+    "shape fits the points, how repeatable the capacity is and whether a second segmentation agrees, "
+    "less the share of noisy points at the boundary, raised where the latency knee agrees; for memory, "
+    "how many points its plateau has and how flat it is. A level below 0.2 makes the result doubtful.")
 
 
 def _capacity_cell(lv: dict) -> str:
@@ -161,6 +165,11 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
         lines += ["## Notes", ""]
         lines += [f"- **{name}**: {text}" for name, text in notes]
         lines.append("")
+    doubts = result.get("doubts") or []
+    if doubts:
+        lines += ["## Doubts: this result may be incomplete", ""]
+        lines += [f"- {d}" for d in doubts]
+        lines += ["", "The command line exits 2 on a result with doubts unless `--accept-incomplete` is given.", ""]
     lines += ["## Warnings", ""]
     lines += [f"- {w}" for w in result.get("warnings", [])] or ["- none"]
     lines += ["", "## Plot", "", f"![bandwidth against working set]({plot_name})", ""]

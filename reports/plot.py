@@ -2,19 +2,17 @@
 capacities and their intervals marked. Mid-grey text on a white card reads in dark and light viewers."""
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.ticker
+import numpy as np
 
-from detector.levels import Detection  # noqa: E402
-from reports.atomic import write_bytes_atomic  # noqa: E402
-from reports.fmt import fmt_bytes  # noqa: E402
-from measure.chains import DENSE_SLOT_BYTES  # noqa: E402
+from detector.levels import Detection
+from reports.atomic import write_bytes_atomic
+from reports.figure import RENDER_LOCK, new_figure, png_bytes
+from reports.fmt import fmt_bytes
+from measure.chains import DENSE_SLOT_BYTES
 
 SWEEP_TITLES = {"chase": "latency: one-SM pointer chase (x = chain bytes)",
                 "private": "private sweep: rows by SM/CU (x = bytes per SM/CU)",
@@ -83,7 +81,8 @@ def _size_axis(ax, size_bytes) -> None:
 def build_figure(detection: Detection, title: str):
     """The matplotlib figure: one log-log panel per sweep."""
     sweeps = [s for s in ("private", "shared", "chase") if s in detection.sweeps]
-    fig, axes = plt.subplots(len(sweeps), 1, figsize=(10, 4.2 * len(sweeps)), squeeze=False)
+    fig = new_figure((10, 4.2 * len(sweeps)))
+    axes = fig.subplots(len(sweeps), 1, squeeze=False)
     fig.patch.set_facecolor("white")
     for ax, sweep in zip(axes[:, 0], sweeps):
         an = detection.sweeps[sweep]
@@ -126,18 +125,15 @@ def build_figure(detection: Detection, title: str):
 def warm_fonts() -> None:
     """Load matplotlib's font cache and lay out some text once (the first layout of a process costs
     most of a plot's time), so that the plot at the end of a run finds it ready."""
-    fig = plt.figure(figsize=(2, 1))
-    fig.text(0.5, 0.5, "32.5 TB/s 221 KiB", fontsize=8)
-    fig.canvas.draw()
-    plt.close(fig)
+    with RENDER_LOCK:
+        fig = new_figure((2, 1))
+        fig.text(0.5, 0.5, "32.5 TB/s 221 KiB", fontsize=8)
+        fig.canvas.draw()
 
 
 def render_plot(detection: Detection, title: str) -> bytes:
-    fig = build_figure(detection, title)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, facecolor="white")
-    plt.close(fig)
-    return buf.getvalue()
+    with RENDER_LOCK:
+        return png_bytes(build_figure(detection, title), dpi=110, facecolor="white")
 
 
 def write_plot(path: Path, detection: Detection, title: str) -> None:

@@ -3,12 +3,14 @@
 Schema 2 adds per level the fall shape, the half-hit point, the repeatability of the capacity
 and the bandwidth (1-sigma relative run-to-run spread, estimated inside the run), the latency
 (ns and SM cycles), line and sector sizes; per device what a driver update can change; per run
-the time it was made. Version 1 files are read and migrated (the new fields null), as asv
-migrates its results: nothing measured is lost to a version bump.
-
-Schema 3 adds what the run's launches ran under (``device.carveout``) and, with ``--carveouts``,
-the L1 under each shared-memory carveout and the unified array (reports.carveout_json); older
-results read as having recorded no carveout.
+the time it was made. Schema 3 adds per level the latency's repeatability and every line size
+the line probes fit (the reported one is the best fit), per run its doubts (why the result may be
+incomplete: reports.doubt), what the run's launches ran under (``device.carveout``) and, with
+``--carveouts``, the L1 under each shared-memory carveout and the unified array
+(reports.carveout_json). Older files are read and migrated (the new fields null or empty, no
+carveout recorded), as asv migrates its results: nothing measured is lost to a version bump.
+Every number is checked for its type (a boolean is not a number), its range and its size (a
+5000-digit integer is refused, not converted); a level given twice is refused.
 """
 from __future__ import annotations
 
@@ -25,29 +27,33 @@ from measure.errors import InputError
 from measure.safe_read import read_json_bounded
 from reports import carveout_json
 from reports.atomic import write_text_atomic
+from reports.identity import run_time
 
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 TOOL = {"name": "detect-caches", "version": "0.2.0"}
 LEVEL_NAME = re.compile(r"^(L\d{1,2}(\.\d{1,2})?( near)?|Infinity Cache|HBM|DRAM)$")
 SCOPES = ("per_cu", "per_xcd", "device")
-# optional numeric level fields: lowest value (exclusive where marked), whether an integer
+# optional numeric level fields: lowest value (exclusive where marked), whether an integer, highest
+BIG = float(2 ** 60)
 LEVEL_NUMBERS = {
-    "capacity_low_bytes": (0, True, False), "capacity_high_bytes": (0, True, False),
-    "onset_bytes": (0, True, False), "half_hit_bytes": (0, True, False),
-    "aggregate_capacity_bytes": (0, True, False), "bandwidth_spread_gbs": (0, False, False),
-    "transition_width_octaves": (0, False, False), "api_bytes": (0, True, False),
-    "ceiling_gbs": (0, True, False), "plateau_lo_bytes": (0, True, False), "plateau_hi_bytes": (0, True, False),
-    "peak_bandwidth_gbs": (0, True, False), "capacity_repeatability": (0, False, False),
-    "bandwidth_repeatability": (0, False, False), "latency_ns": (0, True, False),
-    "latency_cycles": (0, True, False), "latency_capacity_bytes": (0, True, False),
-    "line_bytes": (0, True, True), "sector_bytes": (0, True, True),
+    "capacity_low_bytes": (0, True, False, BIG), "capacity_high_bytes": (0, True, False, BIG),
+    "onset_bytes": (0, True, False, BIG), "half_hit_bytes": (0, True, False, BIG),
+    "aggregate_capacity_bytes": (0, True, False, BIG), "bandwidth_spread_gbs": (0, False, False, 1e9),
+    "transition_width_octaves": (0, False, False, 64), "api_bytes": (0, True, False, BIG),
+    "ceiling_gbs": (0, True, False, 1e9), "plateau_lo_bytes": (0, True, False, BIG),
+    "plateau_hi_bytes": (0, True, False, BIG), "peak_bandwidth_gbs": (0, True, False, 1e9),
+    "capacity_repeatability": (0, False, False, 1.0), "bandwidth_repeatability": (0, False, False, 1.0),
+    "latency_repeatability": (0, False, False, 1.0), "latency_ns": (0, True, False, 1e9),
+    "latency_cycles": (0, True, False, 1e12), "latency_capacity_bytes": (0, True, False, BIG),
+    "line_bytes": (0, True, True, 2 ** 20), "sector_bytes": (0, True, True, 2 ** 20),
 }
 LEVEL_TEXT = ("fall_shape", "latency_fall_shape", "peak_launch", "notes", "sweep")
 MIGRATED_FIELDS = {"fall_shape": "", "half_hit_bytes": None, "capacity_repeatability": None,
                    "bandwidth_repeatability": None, "latency_ns": None, "latency_cycles": None,
                    "latency_capacity_bytes": None, "latency_fall_shape": "", "latency_steps": [],
-                   "line_bytes": None, "sector_bytes": None}
+                   "line_bytes": None, "sector_bytes": None, "latency_repeatability": None,
+                   "line_candidates_bytes": []}
 
 
 def build_result(detection: Detection, facts: DeviceFacts, *, measurements: int, elapsed_s: float,
@@ -72,24 +78,32 @@ def build_result(detection: Detection, facts: DeviceFacts, *, measurements: int,
         "elapsed_s": round(float(elapsed_s), 3),
         "method": method or {},
         "warnings": list(detection.warnings) + carveout_warnings + list(extra_warnings),
+        "doubts": [],
     }
 
 
 def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite real number of a sane size: not a boolean, not an integer too large for a float."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v) and abs(v) < 1e300
+    except OverflowError:       # an integer of hundreds of digits
+        return False
 
 
 def migrate(data: dict) -> dict:
     """An older result as the current version: the fields it could not know are null."""
     version = data.get("schema_version")
-    if version == 1:
-        data = dict(data)
-        data["levels"] = [{**MIGRATED_FIELDS, **lv} if isinstance(lv, dict) else lv for lv in data["levels"]]
-        if isinstance(data.get("device"), dict):
-            data["device"] = {"environment": {}, **data["device"]}
-        data.setdefault("created", "")
-    if version in (1, 2):
-        data = dict(carveout_json.migrate(data), schema_version=SCHEMA_VERSION, migrated_from=version)
+    if version == SCHEMA_VERSION:
+        return data
+    data = dict(data, schema_version=SCHEMA_VERSION, migrated_from=data.get("migrated_from") or version)
+    data["levels"] = [{**MIGRATED_FIELDS, **lv} if isinstance(lv, dict) else lv for lv in data["levels"]]
+    if isinstance(data.get("device"), dict):
+        data["device"] = {"environment": {}, **data["device"]}
+    data.setdefault("created", "")
+    data.setdefault("doubts", [])
+    data = carveout_json.migrate(data)
     return data
 
 
@@ -100,32 +114,47 @@ def validate_result(data, source: str = "result") -> dict:
     if not isinstance(data, dict):
         bad("the top level must be a JSON object")
     version = data.get("schema_version")
-    if version not in READABLE_VERSIONS:
+    if type(version) is not int or version not in READABLE_VERSIONS:
         raise InputError(f"{source} has schema_version {version!r}; this tool reads versions "
                          f"{', '.join(map(str, READABLE_VERSIONS))} (re-run analyze on its measurements.csv)")
     dev = data.get("device")
-    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str):
+    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str) or not dev["name"].strip():
         bad("device.name is missing")
-    for key in ("uuid", "host", "driver", "vendor", "arch"):
-        if dev.get(key) is not None and not isinstance(dev.get(key), str):
-            bad(f"device.{key} must be a string")
+    for key in ("name", "uuid", "host", "driver", "vendor", "arch"):
+        if dev.get(key) is not None and (not isinstance(dev.get(key), str) or len(dev[key]) > 1000):
+            bad(f"device.{key} must be a string (at most 1000 characters)")
+    index = dev.get("index")
+    if index is not None and (type(index) is not int or not 0 <= index < 1 << 20):
+        bad("device.index must be a whole number from 0")
     if dev.get("environment") is not None and not isinstance(dev.get("environment"), dict):
         bad("device.environment must be an object")
     levels = data.get("levels")
     if not isinstance(levels, list) or not levels or len(levels) > 64:
         bad("levels must be a non-empty list")
+    seen = set()
     for i, lv in enumerate(levels):
         _check_level(lv, f"levels[{i}]", bad)
+        key = (lv["name"], lv.get("scope", "device"))
+        if key in seen:
+            bad(f"levels[{i}] repeats the level {lv['name']} ({key[1]}); each level is listed once")
+        seen.add(key)
     if levels[-1].get("capacity_bytes") is not None and levels[-1].get("name") in ("HBM", "DRAM"):
         bad("main memory has no capacity")
-    if not _num(data.get("measurements", 0)) or not _num(data.get("elapsed_s", 0)):
-        bad("measurements and elapsed_s must be numbers")
-    if not isinstance(data.get("warnings", []), list) or not all(isinstance(w, str) for w in data.get("warnings", [])):
-        bad("warnings must be a list of strings")
+    for key, hi in (("measurements", 1e9), ("elapsed_s", 1e9)):
+        v = data.get(key, 0)
+        if not _num(v) or not 0 <= v <= hi:
+            bad(f"{key} must be a number from 0 to {hi:g}")
+    for key in ("warnings", "doubts"):
+        v = data.get(key, [])
+        if not isinstance(v, list) or len(v) > 10000 or not all(isinstance(w, str) for w in v):
+            bad(f"{key} must be a list of strings")
     if not isinstance(data.get("method", {}), dict):
         bad("method must be an object")
-    if data.get("created") is not None and not isinstance(data.get("created"), str):
+    created = data.get("created")
+    if created is not None and not isinstance(created, str):
         bad("created must be a string")
+    if created and run_time(data) is None:
+        bad(f"created {created[:40]!r} is not a time like 2026-11-30T10:00:00+0000")
     data = migrate(data)
     carveout_json.validate(data, bad)
     return data
@@ -138,19 +167,21 @@ def _check_level(lv, where: str, bad) -> None:
         bad(f"{where}.name must be L<n>, Infinity Cache, HBM or DRAM")
     if lv.get("scope", "device") not in SCOPES:
         bad(f"{where}.scope must be one of {', '.join(SCOPES)}")
-    if not _num(lv.get("bandwidth_gbs")) or lv["bandwidth_gbs"] <= 0:
-        bad(f"{where}.bandwidth_gbs must be a number > 0")
+    if not _num(lv.get("bandwidth_gbs")) or not 0 < lv["bandwidth_gbs"] <= 1e9:
+        bad(f"{where}.bandwidth_gbs must be a number > 0 and <= 1e9")
     cap = lv.get("capacity_bytes")
-    if cap is not None and (not _num(cap) or cap <= 0):
-        bad(f"{where}.capacity_bytes must be null or a number > 0")
-    for key, (low, strict, integer) in LEVEL_NUMBERS.items():
+    if cap is not None and (not _num(cap) or not 0 < cap <= BIG):
+        bad(f"{where}.capacity_bytes must be null or a number > 0 and <= 2^60")
+    for key, (low, strict, integer, high) in LEVEL_NUMBERS.items():
         v = lv.get(key)
         if v is None:
             continue
-        ok = _num(v) and (v > low if strict else v >= low) and (not integer or float(v).is_integer())
+        ok = _num(v) and (v > low if strict else v >= low) and v <= high and (not integer or float(v).is_integer())
         if not ok:
+            limit = f"2^{int(high).bit_length() - 1}" if high >= 1024 and float(high).is_integer() \
+                and not int(high) & (int(high) - 1) else f"{high:g}"
             bad(f"{where}.{key} must be null or a {'whole ' if integer else ''}number "
-                f"{'>' if strict else '>='} {low}")
+                f"{'>' if strict else '>='} {low} and <= {limit}")
     if cap is not None:
         lo, hi = lv.get("capacity_low_bytes"), lv.get("capacity_high_bytes")
         if lo is not None and hi is not None and not lo <= cap <= hi:
@@ -161,9 +192,13 @@ def _check_level(lv, where: str, bad) -> None:
     for key in LEVEL_TEXT:
         if lv.get(key) is not None and not isinstance(lv.get(key), str):
             bad(f"{where}.{key} must be a string")
+    cands = lv.get("line_candidates_bytes", [])
+    if not isinstance(cands, list) or len(cands) > 16 or not all(
+            _num(c) and float(c).is_integer() and 0 < c <= 2 ** 20 for c in cands):
+        bad(f"{where}.line_candidates_bytes must be a list of line sizes in bytes")
     steps = lv.get("latency_steps", [])
-    if not isinstance(steps, list) or not all(isinstance(s, dict) and _num(s.get("latency_ns"))
-                                              and _num(s.get("up_to_bytes")) for s in steps):
+    if not isinstance(steps, list) or len(steps) > 64 or not all(
+            isinstance(s, dict) and _num(s.get("latency_ns")) and _num(s.get("up_to_bytes")) for s in steps):
         bad(f"{where}.latency_steps must be a list of {{latency_ns, up_to_bytes}}")
 
 

@@ -1,0 +1,102 @@
+"""The Python API's analysis and check: ``analyze`` (detection and reports on recorded
+measurements, no GPU, no torch) and ``compare`` (a regression check of two results), on the
+same path as the command line's `analyze` and `compare`."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from measure.errors import InputError
+from pipeline.api import Result, _finish
+
+
+def _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on) -> dict:
+    """compare's keyword arguments from what a user gave (3%, 0.03 or None for the default)."""
+    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL
+    from reports.verdict import check_fail_on, parse_tolerance
+    pick = lambda v, d, w: d if v is None else parse_tolerance(v, w)  # noqa: E731
+    return dict(capacity_tol=pick(capacity_tol, DEFAULT_CAPACITY_TOL, "the capacity tolerance"),
+                bandwidth_tol=pick(bandwidth_tol, DEFAULT_BANDWIDTH_TOL, "the bandwidth tolerance"),
+                latency_tol=pick(latency_tol, DEFAULT_LATENCY_TOL, "the latency tolerance"),
+                fail_on=check_fail_on(fail_on))
+
+
+def _facts(device, vendor: str | None, name: str):
+    from measure.device import DeviceFacts, load_device_json
+    if device is None:
+        facts = DeviceFacts(name=name)
+    elif isinstance(device, DeviceFacts):
+        facts = device
+    elif isinstance(device, dict):
+        data = device.get("device", device) if isinstance(device.get("device"), dict) else device
+        facts = DeviceFacts.from_dict(data, source="device")
+    else:
+        facts = load_device_json(device)
+    if vendor:
+        if vendor not in ("nvidia", "amd"):
+            raise InputError(f"vendor must be nvidia or amd, got {vendor!r}")
+        facts.vendor = vendor
+    return facts
+
+
+def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -> Result:
+    """Detection and reports on recorded measurements: a measurements.csv path or a pandas
+    DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
+    result.json works too). No GPU, no torch."""
+    from measure.reader import read_measurements, records_from_rows
+    t0 = time.perf_counter()
+    warnings: list[str] = []
+    if hasattr(measurements, "to_dict") and hasattr(measurements, "columns"):
+        records = records_from_rows(measurements.to_dict("records"), "the DataFrame", warnings)
+        source, name = "DataFrame", "measurements"
+    else:
+        records = read_measurements(measurements, warnings)
+        source, name = str(measurements), Path(measurements).stem
+    facts = _facts(device, vendor, name)
+    out_path = None
+    if out is not None:
+        from pipeline.outputs import claim_out_dir
+        out_path = claim_out_dir(Path(out))
+    try:
+        from detector.analyze import detect_levels
+        from detector.carveouts import launch_carveout, recorded_launch
+        from pipeline.api import _l1_bytes
+        from reports.carveout_json import recorded_launch_of
+        detection = detect_levels(records, facts)
+        carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
+                                   _l1_bytes(detection), facts)
+        return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
+                       time.perf_counter() - t0, carveout=carveout)
+    finally:
+        if out_path is not None:
+            from pipeline.outputs import release
+            release(out_path)
+
+
+def _as_result(x) -> dict:
+    from reports.result_json import read_result, validate_result
+    if isinstance(x, Result):
+        return x.data
+    if isinstance(x, dict):
+        try:
+            copy = json.loads(json.dumps(x, default=str, allow_nan=False))
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise InputError(f"the result is not JSON data: {exc}") from None
+        return validate_result(copy, "the result")
+    if not isinstance(x, (str, Path)):
+        raise InputError(f"a result must be a Result, a dict or a result.json path, got {type(x).__name__}")
+    return read_result(x)
+
+
+def compare(baseline, current, *, capacity_tol=None, bandwidth_tol=None, latency_tol=None,
+            fail_on: str = "worse", force: bool = False):
+    """Regression check of ``current`` against ``baseline`` (Results, dicts or result.json paths):
+    a reports.compare.Comparison (``.failed``: the check's verdict under ``fail_on``; ``.drift``:
+    any change beyond what the runs can tell apart; ``.verdicts``, ``.rows``, ``.markdown()``,
+    ``.to_dict()``). Tolerances are written 3% or 0.03 (None: the defaults)."""
+    from reports.compare import check_comparable, compare_results
+    tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
+    base, cur = _as_result(baseline), _as_result(current)
+    check_comparable(base, cur, force=force)
+    return compare_results(base, cur, **tolerances)

@@ -1,0 +1,44 @@
+"""The command line's argument types: one line and exit 2 on anything else (argparse's own
+messages included)."""
+from __future__ import annotations
+
+import argparse
+
+from measure.errors import InputError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise InputError(f"{message} (see {self.prog} --help)")
+
+
+def positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (value > 0 and value < float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+        return value
+    return parse
+
+
+def block(text: str) -> int:
+    from measure.kernel_meta import check_block_size
+    value = positive(int)(text)
+    try:
+        check_block_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def bounded(hi: int):
+    """A whole number from 1 to ``hi`` (a size-like option)."""
+    def parse(text: str) -> int:
+        value = positive(int)(text)
+        if value > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi}, got {text}")
+        return value
+    return parse

@@ -1,0 +1,54 @@
+"""The end of every route that yields many results (a node run, a torchrun fleet, the `fleet`
+subcommand): each GPU's own baseline picked, the fleet report built, its files written, then
+printed, and the exit code: 2 when a GPU has no result or a result carries doubts (unless
+accepted), 1 when the check fails, else 0."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from measure.errors import DeviceError
+from pipeline.console import say
+
+EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
+
+
+def finish_fleet(results: list[dict], args, out: Path | None, failed: list[str], *, same_time: bool = False,
+                 source=None) -> int:
+    """Fleet report over ``results`` into ``out`` (fleet.md, fleet.json, fleet.csv, fleet.png)."""
+    from reports.atomic import write_text_atomic
+    from reports.fleet import SAME_TIME_CONTEXT, build_fleet_report
+    from reports.identity import gpu_label
+    from reports.result_json import dumps
+    if not results:
+        raise DeviceError("no GPU produced a result: " + "; ".join(failed))
+    force = bool(getattr(args, "force", False))
+    picks = {}
+    if source is not None:
+        for res in results:
+            picks[gpu_label(res, res.get("source_path"))] = source.pick(res, force=force)
+        for line in source.skipped[:3]:
+            say(f"detect-caches: baseline folder: skipped {line}", err=True)
+    report = build_fleet_report(results, capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
+                                latency_tol=getattr(args, "latency_tol", None), failed=failed,
+                                context=SAME_TIME_CONTEXT if same_time else "", baselines=picks,
+                                fail_on=getattr(args, "fail_on", "worse"), force=force)
+    if out is not None:
+        from reports.fleet_plot import write_fleet_plot
+        write_text_atomic(out / "fleet.md", report.markdown())
+        write_text_atomic(out / "fleet.json", dumps(report.to_dict()))
+        write_text_atomic(out / "fleet.csv", report.csv())
+        write_fleet_plot(out / "fleet.png", report)
+    json_out = getattr(args, "json", False)
+    say(dumps(report.to_dict()).rstrip("\n") if json_out else report.markdown())
+    if out is not None:
+        say(f"fleet report: {out / 'fleet.md'}", err=json_out)
+    doubtful = [(gpu_label(r, r.get("source_path")), d) for r in report.results for d in r.get("doubts", [])]
+    for label, doubt in doubtful:
+        say(f"detect-caches: {label}: doubt: {doubt}", err=True)
+    if failed:
+        return EXIT_ERROR
+    if doubtful and not getattr(args, "accept_incomplete", False):
+        say(f"detect-caches: error: result incomplete: {len({d[0] for d in doubtful})} GPU(s) carry doubts "
+            f"(above); --accept-incomplete accepts them", err=True)
+        return EXIT_ERROR
+    return EXIT_DRIFT if report.drift else EXIT_OK

@@ -1,0 +1,37 @@
+"""Work done in threads while the GPU measures: the analysis and plotting imports, matplotlib's
+fonts, and the plot itself."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+
+def _warm_up() -> Future:
+    """Import the analysis and plotting stacks and set up matplotlib's fonts in a thread, while
+    the GPU measures (the main thread waits on the GPU with the GIL released)."""
+    fut: Future = Future()
+
+    def work():
+        try:
+            import detector.analyze  # noqa: F401  (scipy, ruptures)
+            from reports.plot import warm_fonts
+            warm_fonts()
+            fut.set_result(True)
+        except BaseException as exc:   # the main thread imports again and reports it
+            fut.set_exception(exc)
+    threading.Thread(target=work, name="detect-caches-warm-up", daemon=True).start()
+    return fut
+
+
+def _render_later(detection, title: str) -> Future:
+    """The plot, rendered in a thread while the probes run (they add no points to its curves)."""
+    fut: Future = Future()
+
+    def work():
+        try:
+            from reports.plot import render_plot
+            fut.set_result(render_plot(detection, title))
+        except BaseException as exc:
+            fut.set_exception(exc)
+    threading.Thread(target=work, name="detect-caches-plot", daemon=True).start()
+    return fut

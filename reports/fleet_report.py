@@ -1,0 +1,152 @@
+"""The fleet report's content and its three renderings: fleet.md, fleet.json and fleet.csv
+(built by reports.fleet)."""
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from dataclasses import dataclass, field
+
+from reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
+from reports.identity import gpu_label
+
+TABLE_IN_MARKDOWN = 64     # larger fleets: the full table is in fleet.csv and fleet.json only
+
+
+def gpu_place(result: dict) -> str:
+    dev = result["device"]
+    return f"{dev.get('host') or '?'}:{dev.get('index', '?')}"
+
+
+def _label(res: dict) -> str:
+    return gpu_label(res, res.get("source_path"))
+
+
+def distribution(results: list[dict], key: str, field_name: str) -> dict | None:
+    values = sorted(lv[field_name] for r in results for lv in r["levels"]
+                    if level_key(lv) == key and isinstance(lv.get(field_name), (int, float)))
+    if not values:
+        return None
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    return {"n": len(values), "median": med, "spread": 1.4826 * mad / med if med else 0.0,
+            "min": values[0], "max": values[-1]}
+
+
+@dataclass
+class FleetReport:
+    results: list[dict]
+    median: dict
+    outliers: dict[str, list[str]] = field(default_factory=dict)   # gpu label -> what fails the check
+    failed: list[str] = field(default_factory=list)               # GPUs without a result
+    context: str = ""                                              # how the GPUs were measured
+    set_aside: int = 0                                             # older results of GPUs seen twice
+    fail_on: str = "worse"
+    changed: dict[str, list[str]] = field(default_factory=dict)    # changes the check does not fail on
+    baselines: dict[str, str] = field(default_factory=dict)        # gpu label -> which run is its baseline
+    verdicts: dict[str, list[dict]] = field(default_factory=dict)  # gpu label -> every figure judged
+    disagreements: list[str] = field(default_factory=list)         # two GPUs that do not agree
+    unresolved: bool = False                                       # ... and nothing says which is right
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def drift(self) -> bool:
+        """The check fails: an outlier, or two GPUs that disagree with nothing to say which is off."""
+        return bool(self.outliers) or self.unresolved
+
+    def _keys(self) -> list[str]:
+        return [level_key(lv) for lv in self.median["levels"]]
+
+    def _ordered(self) -> list[dict]:
+        return sorted(self.results, key=lambda r: (_label(r) not in self.outliers, gpu_place(r)))
+
+    def _cells(self, res: dict, verdict: str) -> list[str]:
+        dev = res["device"]
+        lv = {level_key(x): x for x in res["levels"]}
+        row = [gpu_place(res), str(dev.get("uuid") or "-")[:20]]
+        for k in self._keys():
+            x = lv.get(k)
+            row.append("absent" if x is None else f"{fmt_bytes(x.get('capacity_bytes'))} / {fmt_gbs(x['bandwidth_gbs'])}")
+        return row + [verdict]
+
+    def markdown(self) -> str:
+        names = sorted({r["device"].get("name", "?") for r in self.results})
+        lines = [f"# Fleet report: {len(self.results)} GPU(s) ({', '.join(names)})", ""]
+        if self.context:
+            lines += [self.context, ""]
+        verdict = f"**{len(self.outliers)} outlier(s)**" if self.outliers else "no outliers"
+        if self.unresolved:
+            verdict += ", **two GPUs that disagree**"
+        lines += [f"Result: {verdict}. A GPU is an outlier when a level's capacity, bandwidth or latency differs "
+                  f"from the fleet median (three GPUs or more) or from its baseline by more than the tolerance and "
+                  f"by more than the repeatabilities explain, in a direction the check fails on (--fail-on "
+                  f"{self.fail_on}), or a level is missing or extra (as in `compare`).", ""]
+        by_label = {_label(r): r for r in self.results}
+
+        def who(g: str) -> str:
+            place = gpu_place(by_label[g])
+            return place if place == g else f"{place} ({g})"
+        if self.outliers:
+            lines += ["## Outliers", ""]
+            lines += [f"- {who(g)}: " + "; ".join(w) for g, w in self.outliers.items()]
+            lines.append("")
+        if self.disagreements:
+            lines += ["## Two GPUs", ""] + [f"- {d}" for d in self.disagreements] + [""]
+        if self.changed:
+            lines += [f"Changes the check does not fail on (--fail-on {self.fail_on}):", ""]
+            lines += [f"- {who(g)}: " + "; ".join(w) for g, w in self.changed.items()]
+            lines.append("")
+        if self.baselines:
+            lines += ["Baselines: " + "; ".join(f"{g}: {how}" for g, how in self.baselines.items()), ""]
+        if self.failed:
+            lines += ["GPUs without a result: " + "; ".join(self.failed), ""]
+        if self.set_aside:
+            lines += [f"{self.set_aside} older result(s) of GPUs measured more than once were set aside "
+                      f"(the newest counts).", ""]
+        lines += [f"{n}." for n in self.notes] + ([""] if self.notes else [])
+        lines += ["## Levels across the fleet", ""]
+        rows = []
+        for key in self._keys():
+            for name, unit in (("capacity_bytes", fmt_bytes), ("bandwidth_gbs", fmt_gbs)):
+                d = distribution(self.results, key, name)
+                if d:
+                    rows.append([key, name.split("_")[0], str(d["n"]), unit(d["median"]), f"{d['spread']:.2%}",
+                                 unit(d["min"]), unit(d["max"])])
+        lines += [markdown_table(["level", "figure", "GPUs", "median", "spread (1.48 MAD)", "min", "max"], rows), ""]
+        if len(self.results) <= TABLE_IN_MARKDOWN:
+            trows = [self._cells(r, "OUTLIER: " + "; ".join(self.outliers[_label(r)])
+                                 if _label(r) in self.outliers else "ok") for r in self._ordered()]
+            trows.append(self._cells(self.median, "fleet median"))
+            lines += ["## Every GPU", "", markdown_table(["GPU", "UUID"] + [f"{k} capacity / bandwidth" for k in
+                                                                           self._keys()] + ["verdict"], trows), ""]
+        else:
+            lines += [f"The table of all {len(self.results)} GPUs is in fleet.csv and fleet.json.", ""]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"schema_version": 3, "context": self.context, "fail_on": self.fail_on, "failed_check": self.drift,
+                "outliers": self.outliers, "changed": self.changed, "disagreements": self.disagreements,
+                "failed": self.failed, "set_aside": self.set_aside, "notes": self.notes,
+                "distribution": {k: {n: distribution(self.results, k, n) for n in ("capacity_bytes", "bandwidth_gbs")}
+                                 for k in self._keys()},
+                "median": self.median["levels"],
+                "gpus": [{"label": _label(r), "place": gpu_place(r), "device": r["device"], "levels": r["levels"],
+                          "outlier": _label(r) in self.outliers, "baseline": self.baselines.get(_label(r)),
+                          "verdicts": self.verdicts.get(_label(r), [])} for r in self._ordered()]}
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        keys = self._keys()
+        w.writerow(["gpu", "uuid", "host", "index", "outlier"] + [f"{k} {f}" for k in keys
+                                                                 for f in ("capacity_bytes", "bandwidth_gbs")])
+        for r in self._ordered():
+            lv = {level_key(x): x for x in r["levels"]}
+            dev = r["device"]
+            row = [_label(r), dev.get("uuid") or "", dev.get("host") or "", dev.get("index", ""),
+                   "yes" if _label(r) in self.outliers else "no"]
+            for k in keys:
+                x = lv.get(k) or {}
+                row += [x.get("capacity_bytes") if x.get("capacity_bytes") is not None else "", x.get("bandwidth_gbs", "")]
+            w.writerow(row)
+        return buf.getvalue()
