@@ -51,6 +51,7 @@ class ModelFit:
     weight: float = 0.0
     profile: tuple = ()             # (ln C candidates, best rss at each) for the posterior
     far_log: float | None = None    # a split level: its far half's speed, log10 GB/s
+    inv00: float | None = None      # (J^T J)^-1 for ln C at the optimum: its sd is sigma sqrt(inv00)
 
 
 @dataclass
@@ -254,8 +255,14 @@ def _refine(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
     _, c1, c2 = win.rss(H)
     if model.name in CLIFFS and math.log10(th[0] * c1[0] + (1 - th[0]) * c2[0] * win.u_mid) - math.log10(c1[0]) < win.visible:
         return fit
+    inv00 = None
+    if not model.onset:
+        try:
+            inv00 = float(np.linalg.pinv(res.jac.T @ res.jac)[0, 0])
+        except (np.linalg.LinAlgError, ValueError):
+            inv00 = None
     return ModelFit(model.name, tuple(float(t) for t in th), math.exp(c), rss, -math.log10(c1[0]),
-                    -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile)
+                    -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile, inv00=inv00)
 
 
 def _refine_ways(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
@@ -269,9 +276,31 @@ def _refine_ways(win: _Window, model: HitModel, fit: ModelFit) -> ModelFit:
         rss, c1, c2 = win.rss(H)
         i = int(np.argmin(rss))
         if rss[i] < best.rss:
+            # the curvature of the fine profile at its least: rss ~ least + (dlnC)^2 / inv00
+            j = min(max(i, 1), lnc.size - 2)
+            bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (lnc[1] - lnc[0]) ** 2 / 2
             best = ModelFit(model.name, (float(a),), math.exp(lnc[i]), float(rss[i]), -math.log10(c1[i]),
-                            -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile)
+                            -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile,
+                            inv00=1.0 / bend if np.isfinite(bend) and bend > 0 else None)
     return best
+
+
+def _rerun_spread(win: _Window, majors: list[ModelFit], lncap: float, sigma: float) -> float:
+    """How far a rerun moves the estimate (1 sigma, ln C): each major model's own spread (the
+    curvature of its fit at the optimum; for an onset model, where in the gap to the next measured
+    size C may lie) and the spread between the models' readings, by their weights."""
+    total = sum(f.weight for f in majors)
+    var = 0.0
+    for f in majors:
+        if f.model in ONSET:
+            above = win.sizes[win.sizes > f.capacity_bytes * (1 + 1e-9)]
+            own = math.log(above[0] / f.capacity_bytes) / math.sqrt(12) if above.size else 0.0
+        elif f.inv00 is not None and f.inv00 > 0:
+            own = sigma * math.sqrt(f.inv00)
+        else:
+            own = 0.0
+        var += f.weight * (min(own, 1.0) ** 2 + (math.log(f.capacity_bytes) - lncap) ** 2)
+    return math.sqrt(var / total) if total > 0 else 0.0
 
 
 def _posterior(win: _Window, fits: list[ModelFit], sigma: float) -> tuple[np.ndarray, np.ndarray]:
@@ -376,8 +405,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     total = sum(f.weight for f in major)
     lncap = float(sum(f.weight * math.log(f.capacity_bytes) for f in major) / total)
     # the interval: the models with a few percent of the evidence, their profile likelihoods
-    # mixed; the repeatability: the spread of the major models' mixture (how far a rerun moves
-    # the estimate; a 3% model far off widens where the size may lie, not a rerun's reading)
+    # mixed; the repeatability: how far a rerun moves the estimate (a 3% model far off widens
+    # where the size may lie, not a rerun's reading)
     grid, post = _posterior(win, [f for f in fits if f.weight >= MINOR], sigma)
     low = high = math.exp(lncap)
     if post.sum() > 0:
@@ -385,11 +414,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         tail = (1 - LEVEL) / 2
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
-    grid, post = _posterior(win, major, sigma)
-    spread = 0.0
-    if post.sum() > 0:
-        mean = float((post * grid).sum() / post.sum())
-        spread = math.sqrt(max(float((post * (grid - mean) ** 2).sum() / post.sum()), 0.0))
+    spread = _rerun_spread(win, major, lncap, sigma)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
     for f in fits:
