@@ -27,6 +27,10 @@ from measure.errors import InputError
 from measure.records import Measurement
 
 LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling gets a warning
+# a device cache's fall: LRU or random replacement over hashed or address-bit sets (a split L2 has
+# a model of its own); pseudo-LRU declines and cliffs onto partial hits are per-SM/CU behaviours
+# (the L1 tables), which on a device cache's slow start would read its first misses as its size
+DEVICE_MODELS = ("lru", "modulo", "random", "hashed", "ways", "random_ways")
 FASTER = 1.15           # a private level this much faster than every device level is per-SM/CU: the
                          # private launch reaches a device level no faster than the shared one does
 SAME_FALL = 1.3          # a private fall this close (device-wide bytes) to one of the shared sweep's is
@@ -302,7 +306,8 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
             known = tuple((p.level_log, p.size_lo_bytes, p.size_hi_bytes)
                           for p in sweeps["shared"].plateaus) if "shared" in sweeps else ()
             an = analyze_sweep(build_curve(records, name), warnings, known=known,
-                               split_first=name == "shared" and facts.vendor == "nvidia")
+                               split_first=name == "shared" and facts.vendor == "nvidia",
+                               models=DEVICE_MODELS if name == "shared" else None)
             if an is not None:
                 sweeps[name] = an
     if not sweeps:
@@ -352,7 +357,7 @@ def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -
         lv.notes.append(text + "; not listed twice")
 
 
-UNCERTAIN = 1.03     # a capacity whose interval spans more than this factor either way is measured again
+UNCERTAIN = 1.04     # a capacity whose interval spans more than this factor either way is measured again
 REFINE_SIZES = 6     # sizes measured again per uncertain capacity
 
 

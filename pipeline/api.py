@@ -224,7 +224,7 @@ def _l1_bytes(detection) -> int | None:
 
 
 REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
-REFINE_ROUNDS = 4
+REFINE_ROUNDS = 1
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):

@@ -21,9 +21,15 @@ def _log_uniform(rng, lo: float, hi: float) -> float:
     return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
 
+DEVICE_SHAPES = ("sharp", "hashed", "random")
+
+
 def _shape(rng, level: dict, *, device: bool) -> None:
-    """A fall shape and its parameters, drawn into ``level``."""
-    shape = SHAPES[int(rng.integers(len(SHAPES)))]
+    """A fall shape and its parameters, drawn into ``level``: per-SM/CU caches every shape, device
+    caches LRU or random replacement over sets (sharp, hashed, random): the pseudo-LRU decline and
+    the cliff onto partial hits are what L1 tables show."""
+    shapes = DEVICE_SHAPES if device else SHAPES
+    shape = shapes[int(rng.integers(len(shapes)))]
     level["transition"] = shape
     if shape == "hashed":
         level["width"] = round(rng.uniform(0.02, 0.12), 4)
