@@ -4,10 +4,10 @@ import copy
 import functools
 import json
 
-from detector.analyze import detect_levels
 from measure.records import MeasurementLog
-from measure.session import SessionOptions, characterize
+from measure.session import SessionOptions
 from measure.simulated import SimulatedGPU, parse_profile
+from pipeline.api import sweep_and_detect
 from reports.result_json import build_result
 from sim_profiles import ACCURACY_PROFILES
 
@@ -29,8 +29,7 @@ def changed(spec: dict, *, seed: int, level: str | None = None, capacity: float 
 def _run(spec_json: str) -> str:
     prof = parse_profile(json.loads(spec_json))
     log = MeasurementLog(None)
-    characterize(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
-    det = detect_levels(log.records, prof.facts)
+    _, det, _ = sweep_and_detect(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
     return json.dumps(build_result(det, prof.facts, measurements=len(log.records), elapsed_s=0.0,
                                    method={}, extra_warnings=[]))
 
