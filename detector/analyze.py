@@ -142,7 +142,10 @@ def _seen_in_shared(priv: SweepAnalysis, n: int, shared: SweepAnalysis, scale: f
             return True
     if n < len(priv.steps):
         at = max(priv.steps[n].estimate.capacity_bytes, p.size_hi_bytes) * scale
-        return any(at / SAME_FALL <= f <= at * SAME_FALL for f in _device_falls(shared))
+        # one buffer read by every SM (the reference tables): each L2 partition holds its own copy,
+        # so a split L2 fills at half its size there
+        shares = (1.0, 0.5) if bool(np.all(priv.curve.footprint_bytes == priv.curve.size_bytes)) else (1.0,)
+        return any(at / SAME_FALL <= f * k <= at * SAME_FALL for f in _device_falls(shared) for k in shares)
     return False
 
 
@@ -158,7 +161,7 @@ def _per_cu_count(priv: SweepAnalysis, shared: SweepAnalysis | None, facts: Devi
         n = 0
         while n < len(priv.steps):
             faster = priv.plateaus[n].bandwidth_gbs > FASTER * device_gbs
-            if not faster and _seen_in_shared(priv, n, shared, scale):
+            if (not faster or n > 0) and _seen_in_shared(priv, n, shared, scale):
                 break
             n += 1
         return n
