@@ -26,6 +26,8 @@ LN10 = math.log(10.0)
 LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
 VISIBLE = 4.0           # ... whose drop at C must be this many point sigmas
+RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is resampled instead ...
+RESAMPLES = 12          # ... this many times
 HOPELESS = 100.0        # a model's best start this many squared point sigmas behind is not polished
 REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
@@ -297,10 +299,32 @@ def _rerun_spread(win: _Window, majors: list[ModelFit], lncap: float, sigma: flo
             own = math.log(above[0] / f.capacity_bytes) / math.sqrt(12) if above.size else 0.0
         elif f.inv00 is not None and f.inv00 > 0:
             own = sigma * math.sqrt(f.inv00)
+            if own > RESAMPLE_ABOVE:
+                # a curvature this shallow is a valley of traded parameters (a decline's slope
+                # against its start): what reruns do is read by refitting on fresh noise
+                own = min(own, _resampled(win, f, sigma))
         else:
             own = 0.0
         var += f.weight * (min(own, 1.0) ** 2 + (math.log(f.capacity_bytes) - lncap) ** 2)
     return math.sqrt(var / total) if total > 0 else 0.0
+
+
+def _resampled(win: _Window, fit: ModelFit, sigma: float) -> float:
+    """The spread of ln C over refits of ``fit``'s model from its optimum on points with fresh
+    noise of the fit's size (a parametric bootstrap; a few, seeded: reruns of the same analysis
+    agree)."""
+    model = BY_MODEL[fit.model]
+    rng = np.random.default_rng(RESAMPLES)
+    H = model.hit(np.exp(win.x - math.log(fit.capacity_bytes))[None, :], fit.theta)
+    _, c1, c2 = win.rss(H)
+    clean = -np.log10(c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u)
+    logs = []
+    for _ in range(RESAMPLES):
+        noisy = _Window(win.sizes, clean + rng.normal(0.0, sigma, clean.size), win.u, sigma)
+        noisy.delta, noisy.prior = win.delta, win.prior
+        logs.append(math.log(_refine(noisy, model, ModelFit(fit.model, fit.theta, fit.capacity_bytes, math.inf,
+                                                            fit.hi_log, fit.lo_log)).capacity_bytes))
+    return float(np.std(logs)) if logs else 0.0
 
 
 def _posterior(win: _Window, fits: list[ModelFit], sigma: float) -> tuple[np.ndarray, np.ndarray]:

@@ -31,10 +31,6 @@ UNKNOWN_KNEE = "unknown"  # latency_fall_shape of a knee the kept points cannot 
 LINE_CANDIDATES = (32, 64, 128, 256)
 
 
-# a latency knee's size is a secondary figure: the cliff, its tail and hashed sets place it
-KNEE_MODELS = ("lru", "cliff_tail", "hashed", "ways")
-
-
 def chase_curve(records: list[Measurement]):
     """The dense chase's points (random cycles at the dense slot size)."""
     rows = [r for r in records if r.sweep == "chase" and r.phase in ("coarse", "refine", "check")
@@ -47,7 +43,7 @@ def analyze_latency(records: list[Measurement], warnings: list[str]) -> SweepAna
     if curve is None:
         return None
     # the latency knees' capacities are notes beside the bandwidth's: no repeatability to resample
-    return analyze_sweep(curve, warnings, min_level_octaves=MIN_OCTAVES, resamples=0, models=KNEE_MODELS)
+    return analyze_sweep(curve, warnings, min_level_octaves=MIN_OCTAVES, resamples=0)
 
 
 def _ns(bandwidth_gbs: float) -> float:

@@ -202,7 +202,8 @@ def test_far_l2_half_found_on_a_real_h200_latency_curve(monkeypatch, seed):
     assert abs(l2.latency_ns / 143.1 - 1) <= 0.05
     near, far = l2.latency_steps
     assert abs(far["latency_ns"] / 235 - 1) <= 0.05
-    assert 51 * MIB <= far["up_to_bytes"] <= 72 * MIB      # the far half ends between 51 and 72 MiB
+    # the far half ends between its last full hits (~43 MiB on this curve) and its fall's middle (72 MiB)
+    assert 40 * MIB <= far["up_to_bytes"] <= 72 * MIB
     assert near["up_to_bytes"] < 37 * MIB
     chase = [r for r in log.records if r.sweep == "chase" and r.phase in ("coarse", "refine")]
     assert sum(36 * MIB <= r.working_set_bytes <= 52 * MIB for r in chase) >= 2   # inside the far half

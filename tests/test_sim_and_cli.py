@@ -80,7 +80,10 @@ def test_random_profiles_found_and_sized(seed):
 
 
 def test_simulated_mi300x_end_to_end(tmp_path):
-    assert main(["--simulate", "mi300x", "--quiet", "--out", str(tmp_path / "mi")]) == 0
+    # the simulated MI300X's L1 (a pseudo-LRU decline only 1.4x above the L2) is too uncertain to
+    # compare (confidence below 0.2): the run says so and exits 2 unless the result is accepted
+    assert main(["--simulate", "mi300x", "--quiet", "--out", str(tmp_path / "doubt")]) == 2
+    assert main(["--simulate", "mi300x", "--quiet", "--accept-incomplete", "--out", str(tmp_path / "mi")]) == 0
     result = json.loads((tmp_path / "mi" / "result.json").read_text())
     by_name = {lv["name"]: lv for lv in result["levels"]}
     assert list(by_name) == ["L1", "L2", "Infinity Cache", "HBM"]
@@ -328,8 +331,14 @@ def test_busy_gpu_is_detected_and_lowers_confidence(tmp_path):
     assert "2 other process(es)" in warnings and "poor regression fit" in warnings
     assert not any("other process" in w for w in c["warnings"])
     conf = lambda r, name: next(lv["confidence"] for lv in r["levels"] if lv["name"] == name)  # noqa: E731
-    assert conf(b, "L2") < conf(c, "L2")        # the burst hit the shared sweep (it runs first) at the L2
-    assert [lv["name"] for lv in b["levels"]] == [lv["name"] for lv in c["levels"]]
+    # the burst (in the shared sweep, which runs first) lowers the confidence of what it touched,
+    # and moves no capacity: the fits cap the residuals of the points it spoilt
+    names = [lv["name"] for lv in c["levels"]]
+    assert [lv["name"] for lv in b["levels"]] == names
+    assert any(conf(b, n) < conf(c, n) for n in names)
+    for bl, cl in zip(b["levels"], c["levels"]):
+        if cl["capacity_bytes"]:
+            assert abs(bl["capacity_bytes"] / cl["capacity_bytes"] - 1) < 0.01
 
 
 def test_device_timing_on_the_simulator_and_single_wave_refusal(tmp_path, capsys):
