@@ -54,7 +54,7 @@ def test_a_carveout_change_is_named_and_is_not_drift(pair):
     assert not cmp.drift, cmp.markdown()
     assert cmp.explained == ["L1 221 KiB -> 189 KiB: carveout 32 -> 64 KiB"]
     row = next(r for r in cmp.rows if r[0].startswith("L1") and r[1] == "capacity")
-    assert row[6] == "ok: carveout 32 -> 64 KiB" and row[4] == "-14.5%"
+    assert row[6] == "ok (carveout 32 -> 64 KiB)" and row[4] == "-14.5%"
     assert "Not drift: L1 221 KiB -> 189 KiB: carveout 32 -> 64 KiB" in cmp.markdown()
 
 

@@ -74,9 +74,9 @@ def test_the_walk_passes_a_dip_and_finds_the_cliff(curve, seed):
     sizes = {r.working_set_bytes for r in records}
     assert {221 * KIB, 221 * KIB + 256} <= sizes or {221 * KIB, 221 * KIB + 512} <= sizes, sorted(sizes)
     # the private sweep alone (no shared sweep to read the L2's own fall from): the cliff within
-    # 2 KiB (the full tool reads the recorded H200 runs at 221 KiB: tests/test_h200_example.py)
+    # 2% (the full tool reads the recorded H200 runs at 221 KiB: tests/test_h200_example.py)
     l1 = detect_levels(records, DeviceFacts(vendor="nvidia", compute_units=132)).levels[0]
-    assert abs(l1.capacity_bytes - 221 * KIB) <= 2 * KIB, (l1.capacity_bytes, l1.fall_shape)
+    assert abs(l1.capacity_bytes / (221 * KIB) - 1) <= 0.02, (l1.capacity_bytes, l1.fall_shape)
 
 
 def test_a_slow_decline_is_not_walked():
