@@ -20,7 +20,7 @@ from measure.kernel_meta import GRANULE_BYTES, round_to_granule
 from measure.records import MeasurementLog
 from measure.sweep import AdaptiveSweep, SweepPlan
 
-BUDGET = 48              # measurements per carveout, the chase point included
+BUDGET = 60              # measurements per carveout: the chase point, the edge scan's and the sweep's
 POINTS_PER_OCTAVE = 8    # the window spans under two octaves: a point per analysis bin
 CHASE_SHARE = 0.5        # the chase's chain: this share of the expected L1
 EDGE_CHECKS = 3          # first sizes past the first fall read again, at most
@@ -60,6 +60,12 @@ def launch_shared(device, config) -> LaunchShared | None:
     return LaunchShared(shared, max(per_sm, 1), pct)
 
 
+EDGE_FALLEN = math.log10(1 / 0.85)   # a size below 85% of the plateau, and the two after it: fallen
+EDGE_FULL = math.log10(1 / 0.95)     # ... at 95% or more: still at full speed
+EDGE_BELOW, EDGE_POINTS = 0.04, 6    # the edge scan: 6 sizes over the 4% below, 6 granules past
+EDGE_BUDGET = 2 * EDGE_POINTS
+
+
 class CarveoutSweep(AdaptiveSweep):
     """The run's adaptive sweep in a window around ``expected_bytes``, with the noise read where
     the L1 should still hold and the first size past the first fall read three times: the
@@ -69,6 +75,37 @@ class CarveoutSweep(AdaptiveSweep):
     def __init__(self, meter, plan: SweepPlan, log: MeasurementLog, on_point=None, *, expected_bytes: int):
         super().__init__(meter, plan, log, on_point)
         self.expected_bytes = expected_bytes
+
+    def run(self):
+        start = len(self.log.records)
+        super().run()
+        self.plan = dataclasses.replace(self.plan, budget=self.used + EDGE_BUDGET)
+        self.scan_edge()
+        return self.log.records[start:]
+
+    def scan_edge(self) -> None:
+        """The L1's edge read densely: sizes just below its last full-speed size (a plateau that
+        holds right up to the edge is what places the capacity there, not a few percent before)
+        and every granule from it to the first size that stays fallen."""
+        sizes = self.state.sizes()
+        if len(sizes) < 4:
+            return
+        levels = np.array([self.state.level(s) for s in sizes])
+        below = levels[np.asarray(sizes) < PLATEAU_SHARE * self.expected_bytes]
+        top = float(np.median(below if below.size >= 3 else levels[:3]))
+        low = [i for i in range(len(sizes)) if levels[i] < top - EDGE_FALLEN
+               and all(v < top - EDGE_FALLEN for v in levels[i + 1:i + 3])]
+        if not low:
+            return
+        full = [s for s, v in zip(sizes[:low[0]], levels[:low[0]]) if v >= top - EDGE_FULL]
+        if not full:
+            return
+        last, first = full[-1], sizes[low[0]]
+        todo = [round_to_granule(x) for x in np.geomspace(last * (1 - EDGE_BELOW), last, EDGE_POINTS)]
+        todo += list(range(last + GRANULE_BYTES, first, GRANULE_BYTES))[:EDGE_POINTS]
+        for size in sorted(set(todo)):
+            if size not in self.state.values and self._measure(size, "refine") is None:
+                return
 
     def coarse_sigma(self, sizes: list[int], levels: np.ndarray) -> float:
         """Half the window is the fall and its tail of partial hits, whose steady decline the
@@ -121,7 +158,7 @@ class CarveoutSweep(AdaptiveSweep):
 def carveout_plan(base: SweepPlan, carveout_kib: int, lo_bytes: int, hi_bytes: int) -> SweepPlan:
     """The run's private plan under ``carveout_kib``, narrowed to [lo_bytes, hi_bytes]."""
     return dataclasses.replace(base, config=dataclasses.replace(base.config, carveout_kib=carveout_kib),
-                               min_stream_bytes=lo_bytes, max_stream_bytes=hi_bytes, budget=BUDGET - 1,
+                               min_stream_bytes=lo_bytes, max_stream_bytes=hi_bytes, budget=BUDGET - 1 - EDGE_BUDGET,
                                points_per_octave=POINTS_PER_OCTAVE, extend_stream_bytes=0, crossings=CROSSINGS)
 
 
