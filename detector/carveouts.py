@@ -138,6 +138,10 @@ def _falls_at(rows: list[Measurement], default_bytes: float) -> bool:
     return misses >= NOT_GRANTED_MISSES
 
 
+def _int(v) -> int | None:
+    return None if v is None else int(round(v))
+
+
 def _latency(chase: list[Measurement], capacity: float | None) -> float | None:
     """Median latency of the chase points inside the L1 (chains smaller than its capacity)."""
     if not capacity:
@@ -177,10 +181,11 @@ def unified_array(rows: list[CarveoutL1], facts) -> UnifiedArray:
                         round(float(np.median(list(reserve.values()))), 2) if reserve else None, slope, len(granted))
 
 
-def analyze_carveouts(records: list[Measurement], facts, *, default_l1_bytes: float | None = None
-                      ) -> CarveoutTable | None:
+def analyze_carveouts(records: list[Measurement], facts, *, default_l1_bytes: float | None = None,
+                      default_l1=None) -> CarveoutTable | None:
     """The carveout table, or None when no record ran under an asked-for carveout.
-    ``default_l1_bytes``: the main analysis' L1 (the windows' array where none is documented)."""
+    ``default_l1_bytes``: the main analysis' L1 (the windows' array where none is documented);
+    ``default_l1``: the main analysis' L1 level, which then is the default launch's row."""
     carved = [r for r in records if is_carveout(r) and r.sweep == "private" and r.metric == "bandwidth"]
     if not carved:
         return None
@@ -192,6 +197,14 @@ def analyze_carveouts(records: list[Measurement], facts, *, default_l1_bytes: fl
     # starts where the run's own sweep started (the whole plateau: the fall is read in context)
     window = dataclasses.replace(window_for(0, array, facts), lo_bytes=MIN_BYTES) if array else None
     default = _row(None, None, main, chase, window, driver_default=True)
+    if default_l1 is not None and default_l1.capacity_bytes:
+        # the run's own L1, as its report states it: read twice, a launch's L1 could disagree
+        # with itself, and the carveouts that were not granted are told apart by it
+        default = dataclasses.replace(
+            default, l1_capacity_bytes=int(round(default_l1.capacity_bytes)),
+            l1_low_bytes=_int(default_l1.capacity_low_bytes), l1_high_bytes=_int(default_l1.capacity_high_bytes),
+            fall_shape=default_l1.fall_shape or default.fall_shape,
+            latency_ns=_latency(chase, default_l1.capacity_bytes))
     if default.l1_capacity_bytes:
         default.carveout_kib = implied_carveout_kib(default.l1_capacity_bytes, facts)
     rows = [default] if main else []
@@ -226,7 +239,7 @@ def analyze_carveouts(records: list[Measurement], facts, *, default_l1_bytes: fl
 def carveout_table(records: list[Measurement], facts, levels) -> CarveoutTable | None:
     """The table for a detection's ``levels`` (their first per-SM level is the default's L1)."""
     l1 = next((lv for lv in levels if lv.scope == "per_cu"), None)
-    return analyze_carveouts(records, facts, default_l1_bytes=l1.capacity_bytes if l1 else None)
+    return analyze_carveouts(records, facts, default_l1_bytes=l1.capacity_bytes if l1 else None, default_l1=l1)
 
 
 def recorded_launch(records: list[Measurement], facts) -> dict | None:
