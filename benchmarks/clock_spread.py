@@ -12,9 +12,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from measure.gpu import TritonGPU  # noqa: E402
-from measure.kernel_meta import DEVICE_CLOCKS, flavour_code  # noqa: E402
-from measure.launch import LaunchConfig  # noqa: E402
+from detect_caches.measure.gpu.triton_gpu import TritonGPU  # noqa: E402
+from detect_caches.measure.kernel_meta import DEVICE_CLOCKS, flavour_code  # noqa: E402
+from detect_caches.measure.launch import LaunchConfig  # noqa: E402
 
 
 def main() -> int:
@@ -22,7 +22,7 @@ def main() -> int:
     ap.add_argument("--gpu", type=int, default=0)
     args = ap.parse_args()
     import torch
-    from measure.kernel import stream_load_timed_kernel
+    from detect_caches.measure.gpu.kernel import stream_load_timed_kernel
     gpu = TritonGPU(args.gpu)
     cus = gpu.facts.compute_units
     cases = [("L1 16 KiB/SM", LaunchConfig("private", cus * 4, 2048, 4, 1, "cached", True), 16 << 10, 400),

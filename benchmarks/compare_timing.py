@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detector.analyze import detect_levels  # noqa: E402
-from measure.gpu import TritonGPU  # noqa: E402
-from measure.launch import LaunchConfig  # noqa: E402
-from measure.point import PointMeter, PointPolicy  # noqa: E402
-from measure.reader import read_measurements  # noqa: E402
+from detect_caches.detector.analyze import detect_levels  # noqa: E402
+from detect_caches.measure.gpu.triton_gpu import TritonGPU  # noqa: E402
+from detect_caches.measure.launch import LaunchConfig  # noqa: E402
+from detect_caches.measure.point import PointMeter, PointPolicy  # noqa: E402
+from detect_caches.reader import read_measurements  # noqa: E402
 
 TOLERANCE = 0.05   # the two methods should agree within 5% on plateaus and capacities
 

@@ -9,8 +9,8 @@ import argparse
 import json
 import time
 
-from measure.gpu import TritonGPU
-from measure.latency import CHASE_CONFIG, LatencyMeter, ProbeTarget, probe_chains
+from detect_caches.measure.gpu.triton_gpu import TritonGPU
+from detect_caches.measure.latency import CHASE_CONFIG, LatencyMeter, ProbeTarget, probe_chains
 
 
 def main() -> int:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from measure.gpu import TritonGPU  # noqa: E402
-from measure.launch import LaunchConfig  # noqa: E402
-from measure.point import PointMeter  # noqa: E402
+from detect_caches.measure.gpu.triton_gpu import TritonGPU  # noqa: E402
+from detect_caches.measure.launch import LaunchConfig  # noqa: E402
+from detect_caches.measure.point import PointMeter  # noqa: E402
 
 
 def l2_cases(cus: int) -> list[tuple[str, LaunchConfig, int]]:
@@ -64,7 +64,7 @@ def clock_resolution_ns(gpu: TritonGPU) -> dict:
     """Distinct clock readings of many programs that start together: the smallest step seen."""
     import numpy as np
     import torch
-    from measure.kernel import stream_load_timed_kernel
+    from detect_caches.measure.gpu.kernel import stream_load_timed_kernel
     progs = gpu.facts.compute_units * 4
     x = torch.rand(progs * 256, device="cuda")
     y = torch.empty(progs * 1024, device="cuda")

@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from measure.gpu import TritonGPU
-from measure.point import PointMeter, PointPolicy
-from measure.session import SessionOptions, plan_sweeps
+from detect_caches.measure.gpu.triton_gpu import TritonGPU
+from detect_caches.measure.point import PointMeter, PointPolicy
+from detect_caches.measure.session import SessionOptions, plan_sweeps
 
 POINTS = (("shared", 4 << 20), ("shared", 16 << 20), ("shared", 56 << 20), ("shared", 300 << 20),
           ("private", 64 << 10), ("private", 200 << 10))

@@ -49,7 +49,7 @@ def main() -> int:
                     samples.append((t, tid, _stack(frame)))
             done.wait(0.002)
     threading.Thread(target=sampler, daemon=True).start()
-    from pipeline import bytecode      # as the command line's entry point does
+    from detect_caches.pipeline import bytecode      # as the command line's entry point does
     bytecode.install()
     import detect_caches
     try:

@@ -8,12 +8,11 @@ supported carveout at or above it (a hint: it never goes below what the resident
 """
 from __future__ import annotations
 
-import ctypes
 import math
 from dataclasses import dataclass
 
-from measure.device import DeviceFacts
-from measure.errors import DeviceError, InputError
+from detect_caches.device import DeviceFacts
+from detect_caches.errors import InputError
 
 # Supported carveouts in KiB by compute capability (CUDA programming guide, per architecture).
 SUPPORTED_KIB = {
@@ -31,8 +30,6 @@ ARRAY_KIB = {"sm_70": 128, "sm_72": 128, "sm_75": 96, "sm_80": 192, "sm_86": 128
 # that carveout, not the step below it.
 IMPLIED_SLACK = 0.01
 RESERVED_PER_BLOCK = 1024          # shared memory the system keeps per resident block (sm_80 and later)
-CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
-CU_SHAREDMEM_CARVEOUT_DEFAULT = -1
 
 
 def supported_carveouts(facts: DeviceFacts) -> tuple[int, ...]:
@@ -150,46 +147,3 @@ class LaunchShared:
         return {"preference_pct": self.preference_pct, "shared_bytes_per_block": self.shared_bytes_per_block,
                 "blocks_per_sm": self.blocks_per_sm, "reserved_bytes_per_block": reserved_per_block(facts),
                 "least_carveout_kib": least}
-
-
-class CarveoutSetter:
-    """Sets a compiled kernel's carveout preference through the CUDA driver (ctypes: no extra
-    package), remembering what each function holds so that a launch pays for no call."""
-
-    def __init__(self):
-        self._lib = None
-        self._held: dict[int, int] = {}
-
-    def _cuda(self):
-        if self._lib is None:
-            try:
-                self._lib = ctypes.CDLL("libcuda.so.1")
-            except OSError as exc:
-                raise DeviceError(f"could not load the CUDA driver to set a carveout ({exc})") from None
-        return self._lib
-
-    def held_any(self) -> bool:
-        """Whether some function holds a preference other than the driver's default."""
-        return any(v != CU_SHAREDMEM_CARVEOUT_DEFAULT for v in self._held.values())
-
-    def apply(self, compiled, pct: int | None) -> None:
-        """Ask for ``pct`` percent (None: the driver's default) on ``compiled``'s function."""
-        fn = getattr(compiled, "function", None)
-        if fn is None:
-            init = getattr(compiled, "_init_handles", None)
-            if callable(init):
-                init()
-                fn = getattr(compiled, "function", None)
-        if fn is None:
-            if pct is None:
-                return
-            raise DeviceError("the compiled kernel has no CUDA function handle; its carveout cannot be set")
-        want = CU_SHAREDMEM_CARVEOUT_DEFAULT if pct is None else int(pct)
-        if self._held.get(int(fn), CU_SHAREDMEM_CARVEOUT_DEFAULT) == want:
-            return
-        rc = self._cuda().cuFuncSetAttribute(ctypes.c_void_p(int(fn)),
-                                             ctypes.c_int(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT),
-                                             ctypes.c_int(want))
-        if rc != 0:
-            raise DeviceError(f"the CUDA driver refused a carveout preference of {want}% (error {rc})")
-        self._held[int(fn)] = want

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from measure.carveout import documented_array_kib
-from measure.device import DeviceFacts
-from measure.kernel_meta import COARSE_BYTES
+from detect_caches.carveout import documented_array_kib
+from detect_caches.device import DeviceFacts
+from detect_caches.grid import COARSE_BYTES
 
 KIB = 1024
 BELOW, ABOVE = 0.5, 1.6        # the window: this share of the expected L1 below and above it

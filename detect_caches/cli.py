@@ -1,214 +1,70 @@
-"""detect-caches: find a GPU's cache hierarchy from Triton bandwidth and latency sweeps.
-
-The thin command-line layer: parse arguments, call the pipeline (the same code the Python API
-runs: `from detect_caches import characterize, analyze, compare`), map errors to one line on
-stderr and exit code 2. Exit 1 means drift, only: any failure is 2, an unexpected one with its
-traceback saved to a file named on stderr. `python -m detect_caches` works as well.
+"""The command line: `detect-caches SUBCOMMAND ...` dispatched to the pipeline's commands (which
+call the same functions as the Python API: `from detect_caches import characterize, analyze,
+compare, history, fleet`), every error mapped to one line on stderr and exit code 2. Exit 1 means
+drift, only: any failure is 2, an unexpected one with its traceback saved to a file named on
+stderr. `python -m detect_caches` runs it too (detect_caches/__main__.py).
 """
 from __future__ import annotations
 
-import os
-import signal
-import sys
-import time
+from detect_caches import _start  # first: the start time, Ctrl-C as one line
+from detect_caches._version import __version__
 
-PROCESS_T0 = time.perf_counter()   # import of the CLI: close to process start
-AS_CLI = __name__ == "__main__" or os.path.basename(sys.argv[0] if sys.argv else "") == "detect-caches"
-
-
-def _early_exit(signum, frame):
-    """Ctrl-C or SIGTERM before main() takes over (imports): one line, exit 2, no traceback."""
-    try:
-        os.write(2, b"detect-caches: interrupted\n")
-    finally:
-        os._exit(2)
-
-
-def _own_modules_first() -> None:
-    """`python -m` puts the working folder first on sys.path: a user's reports.py or pipeline/
-    there would shadow this tool's own modules. The working folder goes last (unless it is where
-    this file lives)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    cwd = os.getcwd()
-    if here == cwd:
-        return
-    local = [p for p in sys.path if p in ("", ".") or os.path.abspath(p) == cwd]
-    sys.path[:] = [p for p in sys.path if p not in local] + local
-
-
-if AS_CLI:
-    for _sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(_sig, _early_exit)
-    _own_modules_first()
-
-import argparse  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 try:
-    from measure.errors import DetectCachesError, DeviceError, InputError  # noqa: E402,F401  (DeviceError: API)
-    from pipeline import api as _api  # noqa: E402
-    from pipeline.api import Result, analyze, characterize, compare  # noqa: E402,F401  (the Python API)
-    from pipeline.cli_args import Parser as _Parser, positive as _positive  # noqa: E402
-    from pipeline.console import say as _print  # noqa: E402
+    from detect_caches.errors import DetectCachesError  # noqa: E402
+    from detect_caches.pipeline import api as _api  # noqa: E402
+    from detect_caches.pipeline.cli_args import Parser as _Parser  # noqa: E402
+    from detect_caches.pipeline.console import say as _print  # noqa: E402
 except ImportError as _exc:           # a broken install: one line and exit 2, not a traceback and 1
-    if not AS_CLI:
+    if not _start.CLI:
         raise
     sys.stderr.write(f"detect-caches: error: cannot import {_exc.name or 'a module'} ({_exc}); reinstall "
                      f"detect-caches\n")
     sys.stderr.flush()
     os._exit(2)
 
-_api.T0 = PROCESS_T0
+_api.T0 = _start.T0
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
-__all__ = ["characterize", "analyze", "compare", "Result", "main"]
-
-
-def main_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="detect-caches", description=(
-        "Characterize a GPU's cache hierarchy: adaptive bandwidth and latency sweeps, changepoint "
-        "analysis, a report. Subcommands: analyze CSV, compare BASE CUR, history RESULTS..., fleet "
-        "RESULTS..., run, benchmark (the seed's modes); `detect-caches SUBCOMMAND --help` for each."))
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--gpu", metavar="INDEX", help="measure this GPU; `all` or a list such as 0,2,5 "
-                                                    "measures each at once and writes a node summary")
-    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x, a100, h100, v100, a40, "
-                                                           "l40, mi100, mi210, rx6900xt or a profile JSON file; a "
-                                                           "comma list simulates a node")
-    p.add_argument("--sim-index", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--out", type=Path, help="output folder (must not exist yet, or be empty; default "
-                                             "detect-caches-results/<device>-<time>)")
-    p.add_argument("--baseline", type=Path, help="compare with this result.json, or with each GPU's latest earlier "
-                                                  "run in this folder (checked before measuring); exit 1 on drift")
-    p.add_argument("--accept-incomplete", action="store_true",
-                   help="accept a result with doubts (a level missing, a sweep the budget cut short, a level of "
-                        "low confidence): exit 0 or 1 instead of 2")
-    p.add_argument("--json", action="store_true", help="print result.json to stdout instead of the table")
-    p.add_argument("--quiet", action="store_true", help="no progress")
-    p.add_argument("--budget", type=_positive(int), default=400,
-                   help="most kernel measurements, bandwidth and latency together (default 400, at least 60)")
-    p.add_argument("--grid-multiplier", type=_positive(int), default=4,
-                   help="programs per SM/CU in the shared sweep (default 4, the seed's; at most 64)")
-    p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
-    p.add_argument("--max-working-set", type=_positive(float), metavar="MIB",
-                   help="cap the largest working set (MiB, at least 16)")
-    p.add_argument("--timing", choices=("events", "device"), default="events",
-                   help="events: CUDA events and the load-iteration regression (default); device: "
-                        "warm-up then a timed phase read from an in-kernel clock (one wave only)")
-    p.add_argument("--no-peaks", action="store_true",
-                   help="skip the peak probes (tuned launches inside each plateau)")
-    p.add_argument("--no-latency", action="store_true",
-                   help="skip the pointer-chase latency sweep and its sector and line probes")
-    p.add_argument("--carveouts", nargs="?", const="all", metavar="all|LIST",
-                   help="NVIDIA (sm_70 on): after the run, the L1 again under each shared-memory carveout the GPU "
-                        "offers (all, the default) or those listed in KiB (0,32,100,228), and the unified "
-                        "L1/shared array they share")
-    from pipeline.commands import add_check_options
-    add_check_options(p)
-    return p
-
-
-def _sweeps(text: str) -> tuple[str, ...]:
-    sweeps = tuple(s.strip() for s in text.split(",") if s.strip())
-    if not sweeps or any(s not in ("private", "shared") for s in sweeps):
-        raise InputError(f"--sweeps takes private, shared or both, got {text!r}")
-    return sweeps
-
-
-def _options(args) -> "_api.Options":
-    mws = args.max_working_set
-    return _api.Options(budget=args.budget, latency=not args.no_latency, peaks=not args.no_peaks,
-                        timing=args.timing, sweeps=_sweeps(args.sweeps), grid_multiplier=args.grid_multiplier,
-                        max_working_set_bytes=int(mws * 2**20) if mws and mws * 2**20 < 2**62 else
-                        (2**62 if mws else None), carveouts=args.carveouts)
-
-
-def _finish(result: Result, args) -> int:
-    from pipeline.commands import finish_run
-    return finish_run(result, args)
-
-
-def measure_one(args, gpu: int | None, profile: str | None, out: Path) -> dict:
-    """One GPU of a node or fleet rank: measured into ``out``; returns result.json's content."""
-    from pipeline.progress import Progress
-    result = characterize(gpu, simulate=profile, out=out, options=_options(args),
-                          progress=Progress(args.budget, quiet=True))
-    return result.data
+__all__ = ["main", "cli"]
 
 
 def cmd_main(argv: list[str]) -> int:
-    from pipeline import node
-    from pipeline.fleet_run import finish_fleet
-    from pipeline.outputs import default_out
-    from pipeline.progress import Progress
-    args = main_parser().parse_args(argv)
-    options = _options(args)
-    options.session()                       # bad option values fail before anything is opened
-    if args.baseline is not None and not args.baseline.exists():
-        raise InputError(f"{args.baseline}: no such file or folder")
-    rank = node.distributed_rank()
-    if rank is not None:
-        return node.run_rank(args, rank, measure_one, finish_fleet)
-    if args.gpu is None and args.simulate is None:
-        raise InputError("say what to measure: --gpu INDEX (or all, or 0,2,5), or --simulate PROFILE")
-    targets = node.node_targets(args)
-    if len(targets) > 1 or (args.gpu is not None and not args.gpu.strip().isdigit()):   # all, lists
-        return node.run_node(args, targets, finish_fleet)
-    gpu_index, profile = targets[0]
-    device = _api.open_device(gpu_index, profile, args.sim_index)
-    from pipeline.options import check_against_device
-    from reports.baseline import BaselineSource, device_of
-    check_against_device(options, device.facts)
-    source = BaselineSource.load(args.baseline)          # before measuring, not after
-    pick = source.pick(device_of(device.facts), force=args.force) if source else None
-    if pick is not None and not args.quiet:
-        _print(f"detect-caches: baseline: {pick.how}", err=True)
-    for line in (source.skipped[:3] + source.notes) if source and not args.quiet else []:
-        _print(f"detect-caches: baseline folder: {'skipped ' if line in source.skipped else ''}{line}", err=True)
-    out = args.out or default_out(device.facts.name)
-    result = characterize(device=device, out=out, options=options, baseline=pick,
-                          progress=Progress(args.budget, quiet=args.quiet), force=args.force,
-                          capacity_tol=args.capacity_tol, bandwidth_tol=args.bandwidth_tol,
-                          latency_tol=args.latency_tol, fail_on=args.fail_on)
-    return _finish(result, args)
+    from detect_caches.pipeline.cmd_measure import cmd_main as run
+    return run(argv)
 
 
 def cmd_analyze(argv: list[str]) -> int:
-    p = _Parser(prog="detect-caches analyze", description="Detect levels in recorded measurements (no GPU, no torch).")
-    p.add_argument("csv", type=Path, help="a measurements.csv")
-    p.add_argument("--vendor", choices=("nvidia", "amd"), help="the hardware's vendor (default nvidia)")
-    p.add_argument("--device-json", type=Path, help="device facts (a result.json works too)")
-    p.add_argument("--out", type=Path, help="output folder (default: <csv name>-analysis beside the CSV)")
-    p.add_argument("--json", action="store_true", help="print result.json to stdout")
-    args = p.parse_args(argv)
-    out = args.out or args.csv.with_name(args.csv.stem + "-analysis")
-    result = analyze(args.csv, args.device_json, vendor=args.vendor, out=out)
-    return _finish(result, args)
+    from detect_caches.pipeline.cmd_measure import cmd_analyze as run
+    return run(argv)
 
 
 def cmd_compare(argv: list[str]) -> int:
-    from pipeline.commands import cmd_compare as run
+    from detect_caches.pipeline.commands import cmd_compare as run
     return run(argv, _Parser)
 
 
 def cmd_history(argv: list[str]) -> int:
-    from pipeline.commands import cmd_history as run
+    from detect_caches.pipeline.commands import cmd_history as run
     return run(argv, _Parser)
 
 
 def cmd_fleet(argv: list[str]) -> int:
-    from pipeline.commands import cmd_fleet as run
+    from detect_caches.pipeline.commands import cmd_fleet as run
     return run(argv, _Parser)
 
 
 def cmd_run(argv: list[str]) -> int:
-    from pipeline.seed_cli import cmd_run as run
+    from detect_caches.pipeline.seed_cli import cmd_run as run
     return run(argv)
 
 
 def cmd_benchmark(argv: list[str]) -> int:
-    from pipeline.seed_cli import cmd_benchmark as run
+    from detect_caches.pipeline.seed_cli import cmd_benchmark as run
     return run(argv)
 
 
@@ -224,6 +80,9 @@ def _save_traceback(exc: BaseException) -> str:
 def _run(argv: list[str]) -> int:
     handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "fleet": cmd_fleet, "history": cmd_history,
                 "run": cmd_run, "benchmark": cmd_benchmark}
+    if argv[:1] in (["--version"], ["-V"]):
+        _print(f"detect-caches {__version__}")
+        return EXIT_OK
     if argv and argv[0] in handlers:
         return handlers[argv[0]](argv[1:])
     return cmd_main(argv)
@@ -235,7 +94,7 @@ def _interrupt(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 ok, 1 drift (and nothing else), 2 any failure, with one line on stderr."""
-    from pipeline import console
+    from detect_caches.pipeline import console
     argv = list(sys.argv[1:] if argv is None else argv)
     try:   # SIGTERM (a batch system's time limit, a node run stopping) ends a run as Ctrl-C does:
         signal.signal(signal.SIGTERM, _interrupt)   # what was measured is kept and named
@@ -281,7 +140,7 @@ def cli() -> None:
     context, Triton and the interpreter, 0.3 s and more after a GPU run, that a user waits on.
     Before anything heavy is imported, bytecode of modules Python keeps none of gets a cache
     (pipeline/bytecode.py: about 2 s of torch's import on hosts installed without it)."""
-    from pipeline import bytecode, console
+    from detect_caches.pipeline import bytecode, console
     console.prepare()
     bytecode.install()
     code = main()
@@ -297,6 +156,3 @@ def cli() -> None:
                 code = EXIT_ERROR
     os._exit(code)
 
-
-if __name__ == "__main__":
-    cli()

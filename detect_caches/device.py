@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from measure.errors import InputError
-from measure.safe_read import read_json_bounded
+from detect_caches.errors import InputError
+from detect_caches.safe_read import read_json_bounded
 
 VENDORS = ("nvidia", "amd")
 

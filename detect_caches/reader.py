@@ -13,10 +13,10 @@ import dataclasses
 import math
 from pathlib import Path
 
-from measure.chains import DENSE_SLOT_BYTES
-from measure.errors import InputError
-from measure.records import METRICS, PHASES, SWEEPS, Measurement
-from measure.safe_read import MAX_BYTES, read_text_bounded
+from detect_caches.grid import DENSE_SLOT_BYTES
+from detect_caches.errors import InputError
+from detect_caches.records import METRICS, PHASES, SWEEPS, Measurement
+from detect_caches.safe_read import MAX_BYTES, read_text_bounded
 
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Measurement)}
 REQUIRED = ("sweep", "working_set_bytes")

@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from measure.errors import InputError
+from detect_caches.errors import InputError
 
 MAX_BYTES = 256 * 1024 * 1024   # measurements of a whole fleet fit many times over
 MAX_JSON_BYTES = 64 * 1024 * 1024

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from measure.errors import InputError
+from detect_caches.errors import InputError
 
 
 def is_number(value) -> bool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from measure.errors import DeviceError
-from pipeline.console import say
+from detect_caches.errors import DeviceError
+from detect_caches.pipeline.console import say
 
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 
@@ -15,10 +15,10 @@ EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 def finish_fleet(results: list[dict], args, out: Path | None, failed: list[str], *, same_time: bool = False,
                  source=None) -> int:
     """Fleet report over ``results`` into ``out`` (fleet.md, fleet.json, fleet.csv, fleet.png)."""
-    from reports.atomic import write_text_atomic
-    from reports.fleet import SAME_TIME_CONTEXT, build_fleet_report
-    from reports.identity import gpu_label
-    from reports.result_json import dumps
+    from detect_caches.reports.atomic import write_text_atomic
+    from detect_caches.reports.fleet import SAME_TIME_CONTEXT, build_fleet_report
+    from detect_caches.reports.identity import gpu_label
+    from detect_caches.reports.result_json import dumps
     if not results:
         raise DeviceError("no GPU produced a result: " + "; ".join(failed))
     force = bool(getattr(args, "force", False))
@@ -33,7 +33,7 @@ def finish_fleet(results: list[dict], args, out: Path | None, failed: list[str],
                                 context=SAME_TIME_CONTEXT if same_time else "", baselines=picks,
                                 fail_on=getattr(args, "fail_on", "worse"), force=force)
     if out is not None:
-        from reports.fleet_plot import write_fleet_plot
+        from detect_caches.reports.fleet_plot import write_fleet_plot
         write_text_atomic(out / "fleet.md", report.markdown())
         write_text_atomic(out / "fleet.json", dumps(report.to_dict()))
         write_text_atomic(out / "fleet.csv", report.csv())

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detector.analyze import detect_levels
-from measure.device import DeviceFacts
-from measure.launch import LaunchConfig
-from measure.records import Measurement, MeasurementLog
-from measure.sweep import AdaptiveSweep, SweepPlan
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.records import Measurement, MeasurementLog
+from detect_caches.measure.sweep import AdaptiveSweep, SweepPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 KIB = 1024

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from detector.analyze import detect_levels
-from measure.device import load_device_json
-from measure.reader import read_measurements
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import load_device_json
+from detect_caches.reader import read_measurements
 
 RUN = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30" / "verify" / "bench"
 KIB, MIB = 1024, 1024 * 1024
@@ -60,7 +60,7 @@ def test_h200_l1_cliff_at_221_kib_after_the_walk(run, shape):
 @pytest.mark.parametrize("run", ["run1", "run2", "run3"])
 def test_h200_l2_sector_is_32_bytes_by_stride_bandwidth(run):
     """The L2's transfer unit from the stride probe of each full run of that call."""
-    from detector.latency import attach_lines
+    from detect_caches.detector.latency import attach_lines
     path = FINAL / "bench" / run
     records = read_measurements(path / "measurements.csv")
     det = detect_levels(records, load_device_json(path / "result.json"))

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from measure.errors import InputError
-from pipeline.api import resolve_baseline
-from reports.compare import compare_results
-from reports.result_json import read_result
+from detect_caches.errors import InputError
+from detect_caches.pipeline.api import resolve_baseline
+from detect_caches.reports.compare import compare_results
+from detect_caches.reports.result_json import read_result
 from sim_runs import run_profile
 
 ROOT = Path(__file__).resolve().parents[1]

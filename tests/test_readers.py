@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from detector.analyze import detect_levels
-from measure.device import DeviceFacts
-from measure.errors import InputError
-from measure.reader import read_measurements
-from measure.records import Measurement
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import DeviceFacts
+from detect_caches.errors import InputError
+from detect_caches.reader import read_measurements
+from detect_caches.records import Measurement
 
 
 @pytest.mark.parametrize("text,needle", [

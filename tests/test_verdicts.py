@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from measure.errors import InputError
-from reports.compare import compare_results
-from reports.verdict import parse_tolerance
+from detect_caches.errors import InputError
+from detect_caches.reports.compare import compare_results
+from detect_caches.reports.verdict import parse_tolerance
 from sim_runs import run_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,8 +54,8 @@ def write(folder: Path, res: dict, created: str, uuid: str = "GPU-1") -> Path:
 
 def h200_run(tmp_path: Path, seed: int) -> dict:
     """A simulated H200 measured with latency (its chase, line and sector probes), seeded."""
-    from pipeline.api import characterize
-    spec = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    from detect_caches.pipeline.api import characterize
+    spec = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     path = tmp_path / f"h200-{seed}.json"
     path.write_text(json.dumps(dict(spec, seed=seed)))
     return characterize(simulate=str(path), peaks=False).data

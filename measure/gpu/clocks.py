@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from measure.device import DeviceFacts
+from detect_caches.device import DeviceFacts
 
 
 def _nvml():

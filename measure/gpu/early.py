@@ -42,7 +42,7 @@ class EarlyStart:
         t = time.perf_counter()
         try:
             if self._nvml:
-                from measure.clocks import nvml_init
+                from detect_caches.measure.gpu.clocks import nvml_init
                 nvml_init()
             key = _triton_key()
             if key is not None:

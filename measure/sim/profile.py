@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from measure.device import DeviceFacts
-from measure.errors import InputError
-from measure.safe_read import read_json_bounded
-from measure.sim_model import TRANSITIONS, SimLevel
-from measure.validate import number, text
+from detect_caches.device import DeviceFacts
+from detect_caches.errors import InputError
+from detect_caches.safe_read import read_json_bounded
+from detect_caches.measure.sim.model import TRANSITIONS, SimLevel
+from detect_caches.validate import number, text
 
 BUILTIN_PROFILES = ("h200", "mi300x", "a100", "h100", "v100", "a40", "l40", "mi100", "mi210", "rx6900xt")
 SCOPES = ("per_cu", "per_xcd", "device")
@@ -169,7 +169,7 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
 def load_profile(name_or_path: str) -> SimProfile:
     """A built-in profile by name (see BUILTIN_PROFILES) or a profile JSON file."""
     if name_or_path in BUILTIN_PROFILES:
-        raw = resources.files("measure").joinpath(f"profiles/{name_or_path}.json").read_text()
+        raw = resources.files(__package__).joinpath(f"profiles/{name_or_path}.json").read_text()
         return parse_profile(json.loads(raw), source=name_or_path)
     path = Path(name_or_path)
     if not path.exists():
@@ -184,7 +184,7 @@ def _unified_array(profile: SimProfile, data: dict, source: str) -> None:
     ``reserve_bytes`` on the per_cu level, ``default_carveout_kib`` (and ``least_carveout_kib``,
     what the driver always keeps for the tool's launches) on the profile; the level's
     capacity_bytes must be what the default carveout leaves."""
-    from measure.carveout import supported_carveouts
+    from detect_caches.carveout import supported_carveouts
     where = f"profile {source}"
     unified = [lv for lv in profile.levels if lv.unified_bytes]
     default, least = data.get("default_carveout_kib"), data.get("least_carveout_kib")

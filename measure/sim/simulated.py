@@ -13,12 +13,12 @@ from typing import Sequence
 
 import numpy as np
 
-from measure.errors import DeviceError
-from measure.kernel_meta import ELEM_BYTES
-from measure.launch import ChaseTiming, ClockTiming, LaunchConfig
-from measure.occupancy import KernelResources, check_single_wave
-from measure.sim_model import Footprints, SimLevel, chase_latency_ns, mixed_bandwidth  # noqa: F401
-from measure.sim_profile import BUILTIN_PROFILES, SimProfile, load_profile, parse_profile  # noqa: F401
+from detect_caches.errors import DeviceError
+from detect_caches.measure.kernel_meta import ELEM_BYTES
+from detect_caches.measure.launch import ChaseTiming, ClockTiming, LaunchConfig
+from detect_caches.measure.occupancy import KernelResources, check_single_wave
+from detect_caches.measure.sim.model import Footprints, SimLevel, chase_latency_ns, mixed_bandwidth  # noqa: F401
+from detect_caches.measure.sim.profile import BUILTIN_PROFILES, SimProfile, load_profile, parse_profile  # noqa: F401
 
 
 def footprints(config: LaunchConfig, compute_units: int, xcds: int, stream_bytes: int) -> Footprints:

@@ -1,0 +1,189 @@
+"""Fitting one hit-rate model to one fall: its best starts on a grid of capacities and shapes,
+each polished (variable projection: the plateau speeds solved inside); the split level (two
+partitions, a slower far half) as a model of its own."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from detect_caches.detector.fallwindow import LN10, FallWindow, ModelFit, huber
+from detect_caches.detector.hitmodels import HitModel
+
+CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
+REFINE_STARTS = 3       # grid candidates polished per model
+SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
+VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
+
+
+def _candidates(win: FallWindow, model: HitModel) -> np.ndarray:
+    """ln C candidates: each measured size as the last one served whole (onset models), or a
+    grid across the window (smooth ones)."""
+    if model.onset:
+        return win.x[:-1]
+    return np.linspace(win.x[0] - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
+
+
+def _fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
+    """The grid's best starts of one model (capacities apart), not yet polished."""
+    lnc = _candidates(win, model)
+    R = np.exp(win.x[None, :] - lnc[:, None])
+    thetas = model.thetas()
+    if model.name in VECTORISED and len(thetas) > 1:
+        # every shape parameter at once: (thetas, candidates, points)
+        grid = np.asarray(thetas, dtype=float)
+        H = model.hit(R[None], tuple(grid[:, j][:, None, None] for j in range(grid.shape[1])))
+        rss, c1, c2 = win.rss(H.reshape(-1, win.x.size), loose=True)
+        rss, c1, c2 = (a.reshape(len(thetas), lnc.size) for a in (rss, c1, c2))
+    else:
+        parts = [win.rss(model.hit(R, theta), loose=True) for theta in thetas]
+        rss, c1, c2 = (np.stack([p[j] for p in parts]) for j in range(3))
+    if model.name in CLIFFS:
+        # a cliff the data shows: its drop in bandwidth clear of the points' noise (a cliff of a
+        # few percent would otherwise slide anywhere along the plateau before the real fall)
+        a = np.asarray([t[0] for t in thetas], dtype=float)[:, None]
+        drop = np.log10(np.maximum(a * c1 + (1 - a) * c2 * win.u_mid, 1e-300)) - np.log10(np.maximum(c1, 1e-300))
+        rss = np.where(drop >= win.visible, rss, np.inf)
+    best_rss = rss.min(axis=0)
+    # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
+    # residuals the right capacity can lose to a wrong one until its shape is fitted
+    fits = []
+    for flat in np.argsort(rss, axis=None)[:64]:
+        t, i = np.unravel_index(int(flat), rss.shape)
+        if not math.isfinite(rss[t, i]):
+            break
+        if any(abs(lnc[i] - math.log(f.capacity_bytes)) < 0.01 for f in fits):
+            continue
+        H = model.hit(np.exp(win.x - lnc[i])[None, :], thetas[t])
+        tight, a1, a2 = win.rss(H)      # the start's own figure under the fit's cap
+        if not math.isfinite(tight[0]):
+            continue
+        fits.append(ModelFit(model.name, thetas[t], math.exp(float(lnc[i])), float(tight[0]),
+                             -math.log10(float(a1[0])), -math.log10(float(a2[0]) * win.u_mid),
+                             profile=(lnc, best_rss)))
+        if len(fits) >= (REFINE_STARTS if len(thetas) > 1 else 1):
+            break
+    return fits
+
+
+def _refine_best(win: FallWindow, model: HitModel, starts: list[ModelFit]) -> ModelFit:
+    return min((_refine(win, model, f) for f in starts), key=lambda f: f.rss)
+
+
+def _refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
+    """Polish the grid's best: shape parameters (and C, for smooth models) continuously, the
+    plateau speeds solved inside (variable projection)."""
+    n_theta = len(fit.theta)
+    lo = [g[0] for g in model.grids]
+    hi = [g[-1] for g in model.grids]
+    if model.onset:
+        if not n_theta:
+            return fit
+        lnc = math.log(fit.capacity_bytes)
+        p0, lb, ub = list(fit.theta), lo, hi
+        unpack = lambda p: (lnc, tuple(p))  # noqa: E731
+    else:
+        p0 = [math.log(fit.capacity_bytes), *fit.theta]
+        lb = [win.x[0] - 0.15, *lo]
+        ub = [win.x[-1] + 0.15, *hi]
+        unpack = lambda p: (p[0], tuple(p[1:]))  # noqa: E731
+    if model.name in ("ways", "random_ways"):
+        return _refine_ways(win, model, fit)
+
+    def resid(p):
+        c, th = unpack(p)
+        H = model.hit(np.exp(win.x - c)[None, :], th)
+        rss, c1, c2 = win.rss(H)
+        if not np.isfinite(rss[0]):
+            return np.full(win.x.size + 2, 1.0)
+        vhat = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
+        e = win.y + np.log10(vhat)
+        # the capped loss as residuals, so least_squares minimises the same figure, and the
+        # plateaus' ridge as two more
+        prior = [0.0, 0.0]
+        if win.prior is not None:
+            p1, p2, l1, l2 = win.prior
+            prior = [math.sqrt(l1) * (c1[0] - p1) / LN10, math.sqrt(l2) * (c2[0] - p2) / LN10]
+        return np.concatenate([np.clip(e, -win.delta, win.delta), prior])
+
+    p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
+    try:
+        res = least_squares(resid, p0, bounds=(lb, ub), method="trf", x_scale="jac", max_nfev=80)
+    except ValueError:
+        return fit
+    rss = float(np.sum(res.fun ** 2))
+    if not rss < fit.rss:
+        return fit
+    c, th = unpack(res.x)
+    H = model.hit(np.exp(win.x - c)[None, :], th)
+    _, c1, c2 = win.rss(H)
+    if model.name in CLIFFS and math.log10(th[0] * c1[0] + (1 - th[0]) * c2[0] * win.u_mid) - math.log10(c1[0]) < win.visible:
+        return fit
+    inv00 = None
+    if not model.onset:
+        try:
+            inv00 = float(np.linalg.pinv(res.jac.T @ res.jac)[0, 0])
+        except (np.linalg.LinAlgError, ValueError):
+            inv00 = None
+    return ModelFit(model.name, tuple(float(t) for t in th), math.exp(c), rss, -math.log10(c1[0]),
+                    -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile, inv00=inv00)
+
+
+def _refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
+    """Ways are whole numbers: a fine grid of C around the best, at the best ways and its
+    neighbours on the grid."""
+    a0 = fit.theta[0]
+    best = fit
+    for a in (a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5):
+        lnc = math.log(fit.capacity_bytes) + np.linspace(-0.06, 0.06, 41)
+        H = model.hit(np.exp(win.x[None, :] - lnc[:, None]), (a,))
+        rss, c1, c2 = win.rss(H)
+        i = int(np.argmin(rss))
+        if rss[i] < best.rss:
+            # the curvature of the fine profile at its least: rss ~ least + (dlnC)^2 / inv00
+            j = min(max(i, 1), lnc.size - 2)
+            bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (lnc[1] - lnc[0]) ** 2 / 2
+            best = ModelFit(model.name, (float(a),), math.exp(lnc[i]), float(rss[i]), -math.log10(c1[i]),
+                            -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile,
+                            inv00=1.0 / bend if np.isfinite(bend) and bend > 0 else None)
+    return best
+
+
+# each half of a split level falls within a tenth of its size (hashed sets of many ways): a broad
+# two-step "split" would stand for a smooth tail of partial hits, which other models describe
+SPLIT = HitModel("split", "split level (near and far half)", False,
+                 (tuple(np.round(np.geomspace(0.006, 0.08, 9), 5)),))
+SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
+
+
+def _fit_split(win: FallWindow) -> ModelFit | None:
+    """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
+    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both)."""
+    lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
+    best_rss = np.full(lnc.size, np.inf)
+    best = None
+    for (s,) in SPLIT.thetas():
+        r = np.exp(win.x[None, :] - lnc[:, None])
+        ht = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
+        hn = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+        X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
+        A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
+        b = np.einsum("mni,n,n->mi", X, win.v, win.w)
+        c = np.linalg.solve(A, b[..., None])[..., 0]
+        ok = (c[:, 0] > 0) & (c[:, 1] > SPLIT_APART * c[:, 0]) & (c[:, 2] > SPLIT_APART * c[:, 1])
+        vhat = np.einsum("mni,mi->mn", X, c)
+        ok &= np.all(vhat > 0, axis=-1)
+        e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))
+        rss = np.where(ok, huber(e, win.delta).sum(-1), np.inf)
+        best_rss = np.minimum(best_rss, rss)
+        i = int(np.argmin(rss))
+        if np.isfinite(rss[i]) and (best is None or rss[i] < best[0]):
+            best = (float(rss[i]), (float(s),), float(lnc[i]), c[i])
+    if best is None:
+        return None
+    rss, theta, c, coef = best
+    fit = ModelFit("split", theta, math.exp(c), rss, -math.log10(coef[0]),
+                   -math.log10(coef[2] * float(np.median(win.u))), profile=(lnc, best_rss))
+    fit.far_log = -math.log10(coef[1])
+    return fit
