@@ -30,6 +30,9 @@ __all__ = [*_API, "main", "DetectCachesError", "DeviceError", "InputError", "__v
 def __getattr__(name: str):
     """The API's names, imported when first asked for: `python -m detect_caches` and the
     console script import this package before they can take over Ctrl-C, so it stays light."""
+    if name in ("history", "fleet"):
+        from detect_caches.pipeline import api_checks
+        return getattr(api_checks, name)
     if name in _API:
         from detect_caches.pipeline import api
         return getattr(api, name)

@@ -2,33 +2,23 @@
 call the same functions as the Python API: `from detect_caches import characterize, analyze,
 compare, history, fleet`), every error mapped to one line on stderr and exit code 2. Exit 1 means
 drift, only: any failure is 2, an unexpected one with its traceback saved to a file named on
-stderr. `python -m detect_caches` runs it too (detect_caches/__main__.py).
+stderr. The `detect-caches` script and `python -m detect_caches` start here through
+detect_caches/__main__.py, which takes Ctrl-C and a broken install before this module loads.
 """
 from __future__ import annotations
 
-from detect_caches import _start  # first: the start time, Ctrl-C as one line
+import os
+import signal
+import sys
+import tempfile
+import traceback
+
 from detect_caches._version import __version__
+from detect_caches.errors import DetectCachesError
+from detect_caches.pipeline import api as _api
+from detect_caches.pipeline.cli_args import Parser as _Parser
+from detect_caches.pipeline.console import say as _print
 
-import os  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import traceback  # noqa: E402
-
-try:
-    from detect_caches.errors import DetectCachesError  # noqa: E402
-    from detect_caches.pipeline import api as _api  # noqa: E402
-    from detect_caches.pipeline.cli_args import Parser as _Parser  # noqa: E402
-    from detect_caches.pipeline.console import say as _print  # noqa: E402
-except ImportError as _exc:           # a broken install: one line and exit 2, not a traceback and 1
-    if not _start.CLI:
-        raise
-    sys.stderr.write(f"detect-caches: error: cannot import {_exc.name or 'a module'} ({_exc}); reinstall "
-                     f"detect-caches\n")
-    sys.stderr.flush()
-    os._exit(2)
-
-_api.T0 = _start.T0
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 __all__ = ["main", "cli"]
 
@@ -134,13 +124,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-def cli() -> None:
-    """The console entry point: ``main``, then a quick exit. Everything is written and closed by
-    then (files atomically, the measurements CSV synced); what is left is tearing down the CUDA
-    context, Triton and the interpreter, 0.3 s and more after a GPU run, that a user waits on.
-    Before anything heavy is imported, bytecode of modules Python keeps none of gets a cache
-    (pipeline/bytecode.py: about 2 s of torch's import on hosts installed without it)."""
+def cli(t0: float | None = None) -> None:
+    """The command line's process: ``main``, then a quick exit. Everything is written and closed
+    by then (files atomically, the measurements CSV synced); what is left is tearing down the
+    CUDA context, Triton and the interpreter, which a user would wait on (BENCHMARKS.md,
+    2026-11-30, "exit at once"). Before anything heavy is imported, bytecode of modules Python
+    keeps none of gets a cache (pipeline/bytecode.py; what it saves: BENCHMARKS.md, 2026-11-30,
+    fifth session). ``t0``: when the process started (the run reports its start-up)."""
     from detect_caches.pipeline import bytecode, console
+    if t0 is not None:
+        _api.T0 = t0
     console.prepare()
     bytecode.install()
     code = main()

@@ -19,9 +19,8 @@ import numpy as np
 from detect_caches.detector.analyze_sweep import analyze_sweep
 from detect_caches.detector.curve import build_curve
 from detect_caches.detector.units import fmt_bytes
-from detect_caches.carveout import (documented_array_kib, implied_carveout_kib, preference_pct, reserved_per_block,
-                              supported_carveouts)
-from detect_caches.carveout_window import MIN_BYTES, Window, array_bytes, window_for
+from detect_caches.carveout import (MIN_BYTES, Window, array_bytes, documented_array_kib, implied_carveout_kib,
+                                    preference_pct, reserved_per_block, supported_carveouts, window_for)
 from detect_caches.errors import InputError
 from detect_caches.records import Measurement
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detect_caches.detector.fallmodels import SPLIT, _fit_model, _fit_split, _refine, _refine_best
-from detect_caches.detector.fallwindow import FallWindow, ModelFit
+from detect_caches.detector.fallmodels import SPLIT, FallWindow, ModelFit, fit_model, fit_split, refine, refine_best
 from detect_caches.detector.hitmodels import MODELS, crossing_ratio, hit_curve
 
 RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is resampled instead ...
@@ -98,7 +97,7 @@ def _resampled(win: FallWindow, fit: ModelFit, sigma: float) -> float:
     for _ in range(RESAMPLES):
         noisy = FallWindow(win.sizes, clean + rng.normal(0.0, sigma, clean.size), win.u, sigma)
         noisy.delta, noisy.prior = win.delta, win.prior
-        logs.append(math.log(_refine(noisy, model, ModelFit(fit.model, fit.theta, fit.capacity_bytes, math.inf,
+        logs.append(math.log(refine(noisy, model, ModelFit(fit.model, fit.theta, fit.capacity_bytes, math.inf,
                                                             fit.hi_log, fit.lo_log)).capacity_bytes))
     return float(np.std(logs)) if logs else 0.0
 
@@ -137,7 +136,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     if len(sizes) < 4:
         return None
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
-    starts = {m.name: _fit_model(win, m) for m in models or MODELS}
+    starts = {m.name: fit_model(win, m) for m in models or MODELS}
     starts = {k: v for k, v in starts.items() if v}
     if not starts:
         return None
@@ -145,10 +144,10 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     # points' own noise) keeps no weight however it is polished
     lead = min(f.rss for v in starts.values() for f in v)
     scale = max(max(sigma_point, 1e-3) ** 2, lead / win.x.size)   # the points' noise, or the misfit all share
-    fits = [_refine_best(win, BY_MODEL[k], v) for k, v in starts.items()
+    fits = [refine_best(win, BY_MODEL[k], v) for k, v in starts.items()
             if min(f.rss for f in v) <= lead + HOPELESS * scale]
     if split:
-        fits += [f for f in (_fit_split(win),) if f is not None]
+        fits += [f for f in (fit_split(win),) if f is not None]
     if not fits:
         return None
     by_name = {m.name: m for m in (*MODELS, SPLIT)}

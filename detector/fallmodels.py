@@ -1,15 +1,107 @@
-"""Fitting one hit-rate model to one fall: its best starts on a grid of capacities and shapes,
-each polished (variable projection: the plateau speeds solved inside); the split level (two
-partitions, a slower far half) as a model of its own."""
+"""Fitting one hit-rate model to one fall (detector.fallfit combines them): the fall's points
+prepared once for every model, the closed-form solve of the two plateau speeds behind each
+candidate, each model's best starts on a grid of capacities and shapes, each polished (variable
+projection: the plateau speeds solved inside); the split level (two partitions, a slower far
+half) as a model of its own."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from detect_caches.detector.fallwindow import LN10, FallWindow, ModelFit, huber
 from detect_caches.detector.hitmodels import HitModel
+
+LN10 = math.log(10.0)
+LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
+VISIBLE = 4.0           # a cliff model's drop at C must be this many point sigmas
+CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
+                        # aliasing dip: the same for every model, so it sways no weight)
+
+
+@dataclass
+class ModelFit:
+    model: str
+    theta: tuple
+    capacity_bytes: float
+    rss: float                      # Huber-capped residual sum of squares, log10 bandwidth
+    hi_log: float                   # fitted plateau speeds, log10 GB/s
+    lo_log: float
+    weight: float = 0.0
+    profile: tuple = ()             # (ln C candidates, best rss at each) for the posterior
+    far_log: float | None = None    # a split level: its far half's speed, log10 GB/s
+    inv00: float | None = None      # (J^T J)^-1 for ln C at the optimum: its sd is sigma sqrt(inv00)
+
+
+def huber(e: np.ndarray, delta: float) -> np.ndarray:
+    """Squared residuals, capped at ``delta`` squared."""
+    return np.minimum(e * e, delta * delta)
+
+
+def solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float,
+           u_mid: float = 1.0, prior=None):
+    """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points): returns
+    (rss, 1/B_hi, 1/B_lo); rss is inf where the fit is not a fall (the lower level as fast).
+    ``prior``: (1/B_hi, 1/B_lo, weight of each) from the plateaus' own points, which hold the
+    speeds there (a ridge on each: the fit moves them only as far as the fall's points insist)."""
+    X1, X2 = H, (1.0 - H) * u
+    a11 = (w * X1 * X1).sum(-1)
+    a12 = (w * X1 * X2).sum(-1)
+    a22 = (w * X2 * X2).sum(-1)
+    b1 = (w * X1 * v).sum(-1)
+    b2 = (w * X2 * v).sum(-1)
+    if prior is not None:
+        p1, p2, l1, l2 = prior
+        a11, b1 = a11 + l1, b1 + l1 * p1
+        a22, b2 = a22 + l2, b2 + l2 * p2
+    det = a11 * a22 - a12 * a12
+    ok = det > 1e-12 * np.maximum(a11 * a22, 1e-300)
+    det = np.where(ok, det, 1.0)
+    c1 = (a22 * b1 - a12 * b2) / det
+    c2 = (a11 * b2 - a12 * b1) / det
+    ok &= (c1 > 0) & (c2 * u_mid > 1.02 * c1)
+    vhat = c1[..., None] * X1 + c2[..., None] * X2
+    ok &= np.all(vhat > 0, axis=-1)
+    e = y + np.log10(np.where(vhat > 0, vhat, 1.0))
+    rss = huber(e, delta).sum(-1)
+    if prior is not None:   # the plateaus' own points count as they would in the fit (log10 units)
+        rss = rss + (l1 * (c1 - p1) ** 2 + l2 * (c2 - p2) ** 2) / LN10 ** 2
+    rss = np.where(ok, rss, np.inf)
+    return rss, c1, c2
+
+
+class FallWindow:
+    """The points of one fall, prepared once for every model."""
+
+    def __init__(self, sizes, y, u, sigma_point: float, sigma_curve: float | None = None, plateaus=None):
+        order = np.argsort(sizes, kind="stable")
+        self.sizes = np.asarray(sizes, dtype=float)[order]
+        self.y = np.asarray(y, dtype=float)[order]
+        self.u = np.ones_like(self.y) if u is None else np.asarray(u, dtype=float)[order]
+        self.x = np.log(self.sizes)
+        self.v = 10.0 ** -self.y
+        self.w = 1.0 / self.v ** 2
+        # the cap from the larger of the two noise readings: one point's (from near pairs, which
+        # repeated probes can make look quiet) and the curve's
+        self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
+        self.u_mid = float(np.median(self.u))
+        self.visible = VISIBLE * max(sigma_point, 1e-3)
+        self.prior = None
+        if plateaus is not None:
+            # each plateau's speed from its own points (log10 GB/s and its 1-sigma) as a ridge on
+            # 1/GB/s, weighed as that many points of this noise would weigh in the fit
+            (hi, s_hi), (lo, s_lo) = plateaus
+            p1, p2 = 10.0 ** -hi, 10.0 ** -lo / self.u_mid
+            point = max(sigma_point, 1e-3)
+            self.prior = (p1, p2, (point / (max(s_hi, 1e-4) * p1)) ** 2, (point / (max(s_lo, 1e-4) * p2)) ** 2)
+
+    def rss(self, H: np.ndarray, *, loose: bool = False):
+        """Capped residual sum of squares; ``loose``: capped far wider, for ranking a coarse grid
+        (a tight cap makes every point that a grid step misses cost the same as an outlier)."""
+        delta = max(self.delta * LOOSE, LOOSE_FLOOR) if loose else self.delta
+        return solve(H, self.v, self.w, self.u, self.y, delta, self.u_mid, self.prior)
+
 
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
 REFINE_STARTS = 3       # grid candidates polished per model
@@ -25,7 +117,7 @@ def _candidates(win: FallWindow, model: HitModel) -> np.ndarray:
     return np.linspace(win.x[0] - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
 
 
-def _fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
+def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
     """The grid's best starts of one model (capacities apart), not yet polished."""
     lnc = _candidates(win, model)
     R = np.exp(win.x[None, :] - lnc[:, None])
@@ -67,11 +159,11 @@ def _fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
     return fits
 
 
-def _refine_best(win: FallWindow, model: HitModel, starts: list[ModelFit]) -> ModelFit:
-    return min((_refine(win, model, f) for f in starts), key=lambda f: f.rss)
+def refine_best(win: FallWindow, model: HitModel, starts: list[ModelFit]) -> ModelFit:
+    return min((refine(win, model, f) for f in starts), key=lambda f: f.rss)
 
 
-def _refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
+def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     """Polish the grid's best: shape parameters (and C, for smooth models) continuously, the
     plateau speeds solved inside (variable projection)."""
     n_theta = len(fit.theta)
@@ -89,7 +181,7 @@ def _refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
         ub = [win.x[-1] + 0.15, *hi]
         unpack = lambda p: (p[0], tuple(p[1:]))  # noqa: E731
     if model.name in ("ways", "random_ways"):
-        return _refine_ways(win, model, fit)
+        return refine_ways(win, model, fit)
 
     def resid(p):
         c, th = unpack(p)
@@ -130,7 +222,7 @@ def _refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
                     -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile, inv00=inv00)
 
 
-def _refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
+def refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     """Ways are whole numbers: a fine grid of C around the best, at the best ways and its
     neighbours on the grid."""
     a0 = fit.theta[0]
@@ -157,7 +249,7 @@ SPLIT = HitModel("split", "split level (near and far half)", False,
 SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
 
 
-def _fit_split(win: FallWindow) -> ModelFit | None:
+def fit_split(win: FallWindow) -> ModelFit | None:
     """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
     falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both)."""
     lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)

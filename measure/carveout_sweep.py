@@ -1,6 +1,6 @@
 """The carveout sweeps (``--carveouts``): after the run's own sweeps, the private sweep again under
 each carveout asked for, inside the window where that carveout's L1 should end
-(measure.carveout_window), refined as the run's L1 is (bisection and the cliff walk), and one
+(detect_caches.carveout.window_for), refined as the run's L1 is (bisection and the cliff walk), and one
 pointer chase inside the L1 for its latency. Every record carries its ``carveout_kib``; the
 analysis (detector.carveouts) reads them apart from the run's own.
 """
@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from detect_caches.carveout import LaunchShared, parse_carveouts, supported_carveouts
-from detect_caches.carveout_window import array_bytes, window_for
+from detect_caches.carveout import array_bytes, window_for
 from detect_caches.measure.chains import DENSE_SLOT_BYTES, ChainSpec
 from detect_caches.errors import InputError
 from detect_caches.measure.kernel_meta import GRANULE_BYTES, round_to_granule

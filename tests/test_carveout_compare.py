@@ -16,9 +16,10 @@ from detect_caches.pipeline.api import Options, characterize, compare
 from detect_caches.reports.carveout_cause import carveout_cause, run_carveout_kib
 from detect_caches.reports.history import build_history
 from detect_caches.reports.result_json import read_result, validate_result
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_H200 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
+OLD_H200 = H200 / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
 KIB = 1024
 
 

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_V1 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"
+H200_V1 = H200 / "2026-11-29-v1" / "result.json"
 
 
 def _env(**extra) -> dict:

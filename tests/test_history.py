@@ -15,9 +15,10 @@ from detect_caches.pipeline.api import resolve_baseline
 from detect_caches.reports.compare import compare_results
 from detect_caches.reports.result_json import read_result
 from sim_runs import run_profile
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_H200 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
+OLD_H200 = H200 / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
 
 
 def cli(*args, cwd=None):

@@ -9,6 +9,7 @@ import pytest
 from cross import run_cross
 
 from detect_caches.measure.chains import ChainSpec, build_host_chain, is_one_cycle, walk_host_chain
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 KIB, MIB = 1024, 1024 * 1024
@@ -212,9 +213,9 @@ def test_far_l2_half_found_on_a_real_h200_latency_curve(monkeypatch, seed):
 # -- the transfer unit (measure.transfer): words read per second by stride, L1 skipped ------------
 
 def _h200_strides(span: str) -> dict[int, float]:
-    """The exploration on a real H200 (examples/h200/2026-11-30/check/sector.json), as GB/s of
+    """The exploration on a real H200 (2026-11-30/check/sector.json in tests/data/h200-runs.tar.xz), as GB/s of
     words read, the figure the probe records."""
-    rows = json.loads((ROOT / "examples/h200/2026-11-30/check/sector.json").read_text())
+    rows = json.loads((H200 / "2026-11-30" / "check" / "sector.json").read_text())
     return {r["stride_bytes"]: r["gloads_per_s"] * 4 for r in rows if r["level"] == span and r["stride_bytes"] >= 8}
 
 

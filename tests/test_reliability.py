@@ -17,10 +17,11 @@ import pytest
 
 import detect_caches.cli
 from detect_caches import main
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_V1 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"
-H200_CSV = ROOT / "examples" / "h200" / "2026-11-29-v1" / "measurements.csv"
+H200_V1 = H200 / "2026-11-29-v1" / "result.json"
+H200_CSV = H200 / "2026-11-29-v1" / "measurements.csv"
 
 
 def cli(*args, env=None, timeout=120, cwd=None, **kw):

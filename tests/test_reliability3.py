@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from detect_caches.errors import InputError
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_V1 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"
+H200_V1 = H200 / "2026-11-29-v1" / "result.json"
 NOBODY = 65534
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                              reason="needs root to plant files as another user")
@@ -351,7 +352,7 @@ def test_api_arguments_raise_the_clis_sentences(kwargs, needle):
 def test_nan_rows_of_a_dataframe_are_warned_like_a_csvs(tmp_path):
     import pandas as pd
     from detect_caches.pipeline.api import analyze
-    csv = ROOT / "examples" / "h200" / "2026-11-29-v1" / "measurements.csv"
+    csv = H200 / "2026-11-29-v1" / "measurements.csv"
     df = pd.read_csv(csv)
     df.loc[df.index[:3], "bandwidth_gbs"] = float("nan")
     result = analyze(df)

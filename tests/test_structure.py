@@ -159,3 +159,13 @@ def test_torch_and_triton_only_in_the_gpu_room():
             if target.split(".")[0] in ("torch", "triton"):
                 outside.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert not outside
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists the packages by hand (package-dir maps folders that are not where
+    setuptools would look): a new folder with an __init__.py must be listed too."""
+    tomllib = pytest.importorskip("tomllib")
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {name for name, path in MODULES.items() if path.name == "__init__.py"}
+    assert folders == set(setup["packages"])
+    assert setup["package-dir"] == {"detect_caches": "detect_caches", **{f"detect_caches.{s}": s for s in SUBPACKAGES}}
