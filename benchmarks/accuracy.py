@@ -29,10 +29,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def run_one(args) -> dict:
     k, seed, generator = args
-    from pipeline.api import sweep_and_detect
-    from measure.records import MeasurementLog
-    from measure.session import SessionOptions
-    from measure.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.api import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
     gen = importlib.import_module(generator)
     spec = dict(gen.draw_gpu(k), seed=seed)
     prof = parse_profile(spec)

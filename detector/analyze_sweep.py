@@ -12,12 +12,12 @@ import math
 
 import numpy as np
 
-from detector.capacity import BOOTSTRAP, estimate_capacity
-from detector.curve import Curve, binned, point_sigma, robust_sigma
-from detector.levels import Step, SweepAnalysis
-from detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments
-from detector.segment import segment
-from detector.units import fmt_bytes
+from detect_caches.detector.capacity import BOOTSTRAP, estimate_capacity
+from detect_caches.detector.curve import Curve, binned, point_sigma, robust_sigma
+from detect_caches.detector.levels import Step, SweepAnalysis
+from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments
+from detect_caches.detector.segment import segment
+from detect_caches.detector.units import fmt_bytes
 
 MIN_POINTS = 6
 MIN_LEVEL_OCTAVES = 0.85   # a level's plateau spans at least this much working set

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detector.fallfit import BY_MODEL, describe, fit_fall
+from detect_caches.detector.fallfit import BY_MODEL, describe, fit_fall
 
 BOOTSTRAP = 0    # kept for callers that pass ``resamples``: the fit's own likelihood replaced it
 
@@ -97,5 +97,5 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
 
 
 def _hits(best, sizes: np.ndarray) -> np.ndarray:
-    from detector.hitmodels import hit_curve
+    from detect_caches.detector.hitmodels import hit_curve
     return hit_curve(best.model, sizes / best.capacity_bytes, best.theta)

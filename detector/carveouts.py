@@ -16,15 +16,14 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from detector.analyze_sweep import analyze_sweep
-from detector.capacity import estimate_capacity
-from detector.curve import build_curve
-from detector.units import fmt_bytes
-from measure.carveout import (documented_array_kib, implied_carveout_kib, preference_pct, reserved_per_block,
-                              supported_carveouts)
-from measure.carveout_window import MIN_BYTES, Window, array_bytes, window_for
-from measure.errors import InputError
-from measure.records import Measurement
+from detect_caches.detector.analyze_sweep import analyze_sweep
+from detect_caches.detector.capacity import estimate_capacity
+from detect_caches.detector.curve import build_curve
+from detect_caches.detector.units import fmt_bytes
+from detect_caches.carveout import (MIN_BYTES, Window, array_bytes, documented_array_kib, implied_carveout_kib,
+                                    preference_pct, reserved_per_block, supported_carveouts, window_for)
+from detect_caches.errors import InputError
+from detect_caches.records import Measurement
 
 KIB = 1024
 SAME_AS_DEFAULT = 0.01     # an L1 this close to the default's: the carveout was not granted

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from measure.noise import robust_sigma as _robust_sigma
-from measure.records import REJECTED_FLAGS, Measurement
+from detect_caches.noise import robust_sigma as _robust_sigma
+from detect_caches.records import REJECTED_FLAGS, Measurement
 
 BINS_PER_OCTAVE = 8
 

@@ -11,8 +11,8 @@ level: they annotate it.
 """
 from __future__ import annotations
 
-from detector.units import fmt_bytes
-from measure.device import DeviceFacts
+from detect_caches.detector.units import fmt_bytes
+from detect_caches.device import DeviceFacts
 
 NO_INFINITY_CACHE = ("gfx906", "gfx908", "gfx90a")   # Vega 20, CDNA1, CDNA2
 UNNAMED_NOTE = ("a cache level that no {vendor} convention names: found in the data (a plateau "

@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from detector.analyze_sweep import analyze_sweep, local_level
-from detector.curve import NOISY_FLAGS, build_curve
-from detector.levels import Level, SweepAnalysis
-from detector.units import fmt_bytes
-from measure.chains import DENSE_SLOT_BYTES
-from measure.records import REJECTED_FLAGS, Measurement
+from detect_caches.detector.analyze_sweep import analyze_sweep, local_level
+from detect_caches.detector.curve import NOISY_FLAGS, build_curve
+from detect_caches.detector.levels import Level, SweepAnalysis
+from detect_caches.detector.units import fmt_bytes
+from detect_caches.grid import DENSE_SLOT_BYTES
+from detect_caches.records import REJECTED_FLAGS, Measurement
 
 NEAR_OCTAVES = 1.0        # a latency plateau this long inside a level is a part of it (a near half)
 MIN_OCTAVES = 0.5         # latency plateaus this long are kept apart (the H200's far L2 half: ~0.7)

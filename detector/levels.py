@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
 
-from detector.capacity import CapacityEstimate
-from detector.plateaus import Plateau
-from detector.curve import Curve
-from detector.segment import Segmentation
+from detect_caches.detector.capacity import CapacityEstimate
+from detect_caches.detector.plateaus import Plateau
+from detect_caches.detector.curve import Curve
+from detect_caches.detector.segment import Segmentation
 
 
 @dataclass

@@ -2,9 +2,9 @@
 plateau) to the levels: the best bandwidth a tuned launch reached there, and with what."""
 from __future__ import annotations
 
-from measure.records import REJECTED_FLAGS, Measurement
+from detect_caches.records import REJECTED_FLAGS, Measurement
 
-from detector.levels import Level
+from detect_caches.detector.levels import Level
 
 
 def describe_launch(r: Measurement) -> str:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import ruptures as rpt
 
-from detector.cost import CumsumL2
-from detector.curve import robust_sigma
+from detect_caches.detector.cost import CumsumL2
+from detect_caches.detector.curve import robust_sigma
 
 MIN_SIZE = 2
 PENALTY_GRID = 48

@@ -1,6 +1,6 @@
 """The carveout sweeps (``--carveouts``): after the run's own sweeps, the private sweep again under
 each carveout asked for, inside the window where that carveout's L1 should end
-(measure.carveout_window), refined as the run's L1 is (bisection and the cliff walk), and one
+(detect_caches.carveout.window_for), refined as the run's L1 is (bisection and the cliff walk), and one
 pointer chase inside the L1 for its latency. Every record carries its ``carveout_kib``; the
 analysis (detector.carveouts) reads them apart from the run's own.
 """
@@ -12,13 +12,13 @@ import time
 
 import numpy as np
 
-from measure.carveout import LaunchShared, parse_carveouts, supported_carveouts
-from measure.carveout_window import array_bytes, window_for
-from measure.chains import DENSE_SLOT_BYTES, ChainSpec
-from measure.errors import InputError
-from measure.kernel_meta import GRANULE_BYTES, round_to_granule
-from measure.records import MeasurementLog
-from measure.sweep import AdaptiveSweep, SweepPlan
+from detect_caches.carveout import LaunchShared, parse_carveouts, supported_carveouts
+from detect_caches.carveout import array_bytes, window_for
+from detect_caches.measure.chains import DENSE_SLOT_BYTES, ChainSpec
+from detect_caches.errors import InputError
+from detect_caches.measure.kernel_meta import GRANULE_BYTES, round_to_granule
+from detect_caches.records import MeasurementLog
+from detect_caches.measure.sweep import AdaptiveSweep, SweepPlan
 
 BUDGET = 60              # measurements per carveout: the chase point, the edge scan's and the sweep's
 POINTS_PER_OCTAVE = 8    # the window spans under two octaves: a point per analysis bin
@@ -55,7 +55,7 @@ def launch_shared(device, config) -> LaunchShared | None:
     per_sm = config.programs // facts.compute_units if config.row_by_sm else -(-config.programs // facts.compute_units)
     pct = None
     if config.carveout_kib is not None:
-        from measure.carveout import preference_pct
+        from detect_caches.carveout import preference_pct
         pct = preference_pct(config.carveout_kib, facts)
     return LaunchShared(shared, max(per_sm, 1), pct)
 
@@ -104,7 +104,7 @@ class CarveoutSweep(AdaptiveSweep):
         todo = [round_to_granule(x) for x in np.geomspace(last * (1 - EDGE_BELOW), last, EDGE_POINTS)]
         todo += list(range(last + GRANULE_BYTES, first, GRANULE_BYTES))[:EDGE_POINTS]
         for size in sorted(set(todo)):
-            if size not in self.state.values and self._measure(size, "refine") is None:
+            if size not in self.state.values and self.measure_size(size, "refine") is None:
                 return
 
     def coarse_sigma(self, sizes: list[int], levels: np.ndarray) -> float:
@@ -128,7 +128,7 @@ class CarveoutSweep(AdaptiveSweep):
                 return
             confirmed.add(edge)
             for _ in range(2):
-                self._measure(edge, "check")
+                self.measure_size(edge, "check")
 
     def walk_first_fall(self, lo_size: int, hi_size: int, tr) -> None:
         """The cliff walk, then the last bracket of the 95% crossing scanned on the walk's grid
@@ -139,7 +139,7 @@ class CarveoutSweep(AdaptiveSweep):
         hi_is_above = tr.hi_log > tr.lo_log
         at95 = -math.log10(0.95 * 10 ** -tr.hi_log + 0.05 * 10 ** -tr.lo_log)
         at80 = -math.log10(0.8 * 10 ** -tr.hi_log + 0.2 * 10 ** -tr.lo_log)
-        bracket = self._bracket(lo_size, hi_size, at95, hi_is_above)
+        bracket = self.bracket(lo_size, hi_size, at95, hi_is_above)
         if bracket is None:
             return
         left, right = bracket
@@ -149,7 +149,7 @@ class CarveoutSweep(AdaptiveSweep):
             size += step
             if size >= right or low_in_row >= 2:
                 return
-            if size not in self.state.values and self._measure(size, "refine") is None:
+            if size not in self.state.values and self.measure_size(size, "refine") is None:
                 return
             if size in self.state.values:
                 low_in_row = low_in_row + 1 if (self.state.level(size) < at80) == hi_is_above else 0
@@ -166,7 +166,7 @@ def run_carveouts(session, device, log: MeasurementLog, carveouts: tuple[int, ..
                   latency: bool, on_point=None) -> dict:
     """Measure each carveout but the default's (``default_l1_bytes`` implies it); returns what
     goes into the method record."""
-    from measure.carveout import implied_carveout_kib
+    from detect_caches.carveout import implied_carveout_kib
     facts = device.facts
     base = session.plans.get("private")
     if base is None:
@@ -178,7 +178,7 @@ def run_carveouts(session, device, log: MeasurementLog, carveouts: tuple[int, ..
         return {}
     meter = session.latency_meter
     if latency and meter is None:
-        from measure.latency import LatencyMeter
+        from detect_caches.measure.latency import LatencyMeter
         meter = LatencyMeter(device, t0=session.meter.t0)
     runs = []
     for c in carveouts:

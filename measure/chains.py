@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detect_caches.grid import DENSE_SLOT_BYTES
+
 ELEMENT_BYTES = 8                # an address
-DENSE_SLOT_BYTES = 64            # the latency sweep: two elements per 128-byte line, as gpu-latency
 MIN_TIMED_HOPS = 16384           # short chains are walked round several times
 FULL_WALK_MAX = 1 << 23          # chains longer than this are walked partly, cold (memory level)
 PARTIAL_HOPS = 1 << 17           # ... this many hops, each to a line not touched before

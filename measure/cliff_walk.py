@@ -8,19 +8,29 @@ its steepest step is resolved to one granule.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from measure.kernel_meta import GRANULE_BYTES, round_to_granule
+from detect_caches.measure.kernel_meta import GRANULE_BYTES, round_to_granule
 
-if TYPE_CHECKING:
-    from measure.sweep import AdaptiveSweep, Transition
+
+class Walkable(Protocol):
+    """What a walk needs of the sweep it refines (measure.sweep.AdaptiveSweep): its plan, the
+    levels measured so far, its noise, a bracket of a crossing, and one more point."""
+
+    plan: object
+    state: object
+    sigma: float
+
+    def bracket(self, lo_size: int, hi_size: int, threshold: float, hi_is_above: bool) -> tuple | None: ...
+
+    def measure_size(self, size: int, phase: str) -> float | None: ...
 
 CLIFF_SLOPE = 8.0     # ln bandwidth per ln size between neighbouring sizes ...
 CLIFF_RANGE = 0.06    # ... within this much of the last full-speed point: a cliff to walk
 LN10 = math.log(10.0)
 
 
-def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transition") -> None:
+def walk_cliff(sweep: Walkable, lo_size: int, hi_size: int, tr) -> None:   # tr: measure.sweep.Transition
     """Where the fall is a cliff, walk on from the last point served at 97% (harmonic mixing)
     in steps of scan_step until three steps in a row read below 80% (the fall is under way,
     not a dip), at most scan_points sizes and scan_window past the start; then measure every
@@ -29,7 +39,7 @@ def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transiti
     hi_is_above = tr.hi_log > tr.lo_log
     at97 = -math.log10(0.97 * 10 ** -tr.hi_log + 0.03 * 10 ** -tr.lo_log)
     at80 = -math.log10(0.8 * 10 ** -tr.hi_log + 0.2 * 10 ** -tr.lo_log)
-    bracket = sweep._bracket(lo_size, hi_size, at97, hi_is_above)
+    bracket = sweep.bracket(lo_size, hi_size, at97, hi_is_above)
     if bracket is None:
         return
     start = size = bracket[0]
@@ -42,7 +52,7 @@ def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transiti
         size += step
         if size > end or low_in_row >= 3:
             break
-        if size not in sweep.state.values and sweep._measure(size, "refine") is None:
+        if size not in sweep.state.values and sweep.measure_size(size, "refine") is None:
             return
         if size in sweep.state.values:
             fell = (sweep.state.level(size) < at80) == hi_is_above
@@ -52,11 +62,11 @@ def walk_cliff(sweep: "AdaptiveSweep", lo_size: int, hi_size: int, tr: "Transiti
         return
     _, a, b = max((sweep.state.level(x) - sweep.state.level(y), x, y) for x, y in zip(walked, walked[1:]))
     for g in range(a + GRANULE_BYTES, b, GRANULE_BYTES):
-        if g not in sweep.state.values and sweep._measure(g, "refine") is None:
+        if g not in sweep.state.values and sweep.measure_size(g, "refine") is None:
             return
 
 
-def cliff_near(sweep: "AdaptiveSweep", lo: float, hi: float) -> bool:
+def cliff_near(sweep: Walkable, lo: float, hi: float) -> bool:
     """Whether two neighbouring sizes in [lo, hi] show a cliff: a fall of at least 5% (and 2
     sweep sigmas) at a slope of 8 or more (ln bandwidth per ln size; an H200's L1: 15-70).
     A pseudo-LRU decline (about 1) or a hashed-set fall (2-3) is left as the bisection

@@ -1,12 +1,10 @@
 """Facts about the measurement kernel that need neither triton nor torch."""
 from __future__ import annotations
 
+from detect_caches.grid import COARSE_BYTES, GRANULE_BYTES  # noqa: F401  (the sweeps' grid)
+
 ELEM_BYTES = 4                 # float32
-# A sweep's finest step in stream bytes per program: 64 float32 elements, a multiple of the 16
-# that lets Triton emit the same 16-byte vector loads at every size (tt.divisibility 16).
-GRANULE_BYTES = 256
 GRANULE_ELEMS = GRANULE_BYTES // ELEM_BYTES
-COARSE_BYTES = 1024            # coarse sweep points are whole KiB
 BLOCK_SIZES = (64, 128, 256, 512, 1024, 2048)   # what users may choose (the seed's range)
 # The peak probes also use 4096 and 8192: every thread then issues 2-4 16-byte loads per chunk,
 # the bytes in flight that HBM needs (Little's law) at full occupancy.

@@ -17,11 +17,11 @@ from typing import Callable
 
 import numpy as np
 
-from measure.chains import DENSE_SLOT_BYTES, ChainSpec
-from measure.kernel_meta import GRANULE_BYTES
-from measure.launch import LaunchConfig, TimingDevice
-from measure.records import Measurement, MeasurementLog
-from measure.sweep import AdaptiveSweep, SweepPlan
+from detect_caches.measure.chains import DENSE_SLOT_BYTES, ChainSpec
+from detect_caches.measure.kernel_meta import GRANULE_BYTES
+from detect_caches.measure.launch import LaunchConfig, TimingDevice
+from detect_caches.records import Measurement, MeasurementLog
+from detect_caches.measure.sweep import AdaptiveSweep, SweepPlan
 
 REGRESSION_MAX_HOPS = 1 << 13     # chains up to 512 KiB: the regression too (their warm-up is cheap)
 LONG_TIMED_HOPS = 1 << 16         # longer chains: this many timed hops after a full warm-up walk

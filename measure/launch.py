@@ -6,8 +6,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from measure.device import DeviceFacts
-from measure.kernel_meta import FLAVOURS, check_block_size
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.kernel_meta import FLAVOURS, check_block_size
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from measure.device import DeviceFacts
-from measure.errors import InputError
+from detect_caches.device import DeviceFacts
+from detect_caches.errors import InputError
 
 # Resident programs per SM/CU besides the thread, register and shared-memory limits: NVIDIA
 # Volta..Hopper allow 32 blocks per SM (Turing 16); on AMD CDNA a CU holds at most 32 waves,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from measure.device import DeviceFacts
-from measure.kernel_meta import GRANULE_BYTES
-from measure.launch import LaunchConfig
-from measure.occupancy import NotOneWaveError
-from measure.point import PointMeter
-from measure.records import Measurement, MeasurementLog
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.kernel_meta import GRANULE_BYTES
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.measure.occupancy import NotOneWaveError
+from detect_caches.measure.point import PointMeter
+from detect_caches.records import Measurement, MeasurementLog
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from measure.kernel_meta import stream_elems_for
-from measure.launch import LaunchConfig, TimingDevice
-from measure.records import Measurement
-from measure.regression import fit_load_iterations
+from detect_caches.measure.kernel_meta import stream_elems_for
+from detect_caches.measure.launch import LaunchConfig, TimingDevice
+from detect_caches.records import Measurement
+from detect_caches.measure.regression import fit_load_iterations
 
 ITER_STEPS = (1, 2, 3, 4)  # load_iters = k * step: four launches of growing length
 

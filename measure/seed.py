@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from measure.errors import InputError
-from measure.launch import LaunchConfig, TimingDevice
-from measure.regression import fit_load_iterations
+from detect_caches.errors import InputError
+from detect_caches.measure.launch import LaunchConfig, TimingDevice
+from detect_caches.measure.regression import fit_load_iterations
 
 # The seed sweeps stream_elems over powers of two; 256 elements (1 KiB) to 4 Mi elements (16 MiB)
 SEED_STREAM_ELEMS = [2 ** k for k in range(8, 23)]

@@ -5,13 +5,13 @@ import time
 from dataclasses import dataclass, field
 
 
-from measure.device import DeviceFacts
-from measure.kernel_meta import COARSE_BYTES
-from measure.launch import LaunchConfig, TimingDevice
-from measure.peak import PeakTarget, probe_peaks
-from measure.point import PointMeter, PointPolicy
-from measure.records import Measurement, MeasurementLog
-from measure.sweep import AdaptiveSweep, SweepPlan
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.kernel_meta import COARSE_BYTES
+from detect_caches.measure.launch import LaunchConfig, TimingDevice
+from detect_caches.measure.peak import PeakTarget, probe_peaks
+from detect_caches.measure.point import PointMeter, PointPolicy
+from detect_caches.records import Measurement, MeasurementLog
+from detect_caches.measure.sweep import AdaptiveSweep, SweepPlan
 
 
 @dataclass
@@ -111,7 +111,7 @@ def characterize(device: TimingDevice, log: MeasurementLog, opts: SessionOptions
     meter = PointMeter(device, policy or PointPolicy(timing=opts.timing))
     precompile = getattr(device, "precompile", None)
     if precompile is not None and opts.timing == "events":
-        from measure.peak import all_candidates
+        from detect_caches.measure.peak import all_candidates
         bases = {p.config.sweep: p.config for p in plans}
         # the first sweep's launch compiles on its own; the rest in the background once the first
         # point is in (its first launch, which sets up Triton, runs alone: it is on the path)
@@ -192,7 +192,7 @@ def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budg
     """Measure again where a capacity is still uncertain (plain data from the detector: sweep
     name and the sizes, in that sweep's x units, where more readings tell most), each size a few
     times; the analysis runs again on every point. Returns the count."""
-    from measure.kernel_meta import round_to_granule
+    from detect_caches.measure.kernel_meta import round_to_granule
     used = 0
     meter = session.meter
     for sweep, xs in requests:
@@ -222,7 +222,7 @@ LATENCY_PROBE_SHARE = 21   # of the latency budget, kept for the sector and line
 def measure_latency(session: SessionReport, device: TimingDevice, log: MeasurementLog, opts: SessionOptions,
                     on_point=None) -> int:
     """The dense pointer chase (measure.latency); the probes follow once levels are known."""
-    from measure.latency import LatencyMeter, plan_latency, run_latency_sweep
+    from detect_caches.measure.latency import LatencyMeter, plan_latency, run_latency_sweep
     if opts.latency_budget <= 0:
         return 0
     memory_cap = device.max_working_set_bytes()
@@ -243,10 +243,10 @@ def probe_latency_lines(session: SessionReport, targets, log: MeasurementLog, op
                         on_point=None) -> int:
     """Sector and line probes for the levels the latency sweep matched (plain data from the
     detector: name, chain bytes at the knee, skip L1, walk cold)."""
-    from measure.latency import ProbeTarget, run_probes
+    from detect_caches.measure.latency import ProbeTarget, run_probes
     if session.latency_meter is None or not targets:
         return 0
-    from measure.transfer import STRIDES_BYTES, run_transfer_probes
+    from detect_caches.measure.transfer import STRIDES_BYTES, run_transfer_probes
     t = time.perf_counter()
     probes = [ProbeTarget(name, size, l2only, cold) for name, size, l2only, cold in targets]
     n = run_probes(session.latency_meter, probes, log, LATENCY_PROBE_SHARE - len(STRIDES_BYTES), on_point)

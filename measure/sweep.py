@@ -19,12 +19,12 @@ from typing import Callable
 
 import numpy as np
 
-from measure.cliff_walk import walk_cliff
-from measure.kernel_meta import COARSE_BYTES, GRANULE_BYTES, round_to_granule
-from measure.launch import LaunchConfig
-from measure.point import PointMeter
-from measure.noise import robust_sigma
-from measure.records import REJECTED_FLAGS, Measurement, MeasurementLog
+from detect_caches.measure.cliff_walk import walk_cliff
+from detect_caches.measure.kernel_meta import COARSE_BYTES, GRANULE_BYTES, round_to_granule
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.measure.point import PointMeter
+from detect_caches.noise import robust_sigma
+from detect_caches.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
 # hit rates whose crossings are bisected, in this order: where half the data hits, where the
 # fall begins (the capacity of most fall shapes, detector.capacity) and where it ends
@@ -117,7 +117,7 @@ class AdaptiveSweep:
         self.sigma = 0.01
 
     # -- measuring -------------------------------------------------------------------
-    def _measure(self, size: int, phase: str) -> float | None:
+    def measure_size(self, size: int, phase: str) -> float | None:
         if self.used >= self.plan.budget:
             return None
         m = self.meter.measure(self.plan.config, size, phase=phase)
@@ -133,7 +133,7 @@ class AdaptiveSweep:
         start = len(self.log.records)
         coarse = self.plan.coarse_sizes()
         for size in coarse:
-            self._measure(size, "coarse")
+            self.measure_size(size, "coarse")
         coarse = [s for s in coarse if s in self.state.values]
         coarse = self.extend(coarse)
         if len(coarse) >= 3:
@@ -180,7 +180,7 @@ class AdaptiveSweep:
             top = min(coarse[-1] * 4, self.plan.extend_stream_bytes)
             n = max(2, int(math.ceil(math.log2(top / coarse[-1]) * ppo)))
             for size in sorted({round_to_granule(x, COARSE_BYTES) for x in np.geomspace(coarse[-1], top, n + 1)[1:]}):
-                if self._measure(size, "coarse") is None:
+                if self.measure_size(size, "coarse") is None:
                     break
             coarse = sorted(s for s in self.state.values)
         return coarse
@@ -202,7 +202,7 @@ class AdaptiveSweep:
             if (abs(d_left) > step and abs(d_right) > step and d_left * d_right > 0
                     and abs(levels[i - 1] - levels[i + 1]) < step):
                 for _ in range(2):
-                    self._measure(sizes[i], "check")
+                    self.measure_size(sizes[i], "check")
 
     def find_transitions(self, sizes: list[int], levels: np.ndarray) -> list[Transition]:
         step = max(5 * self.sigma, self.plan.min_step / math.log(10))
@@ -237,7 +237,7 @@ class AdaptiveSweep:
         above = mean > threshold
         return 1 if above == hi_is_above else -1
 
-    def _bracket(self, lo_size: int, hi_size: int, threshold: float, hi_is_above: bool):
+    def bracket(self, lo_size: int, hi_size: int, threshold: float, hi_is_above: bool):
         """Last size on the high side before the first size on the low side."""
         inside = [s for s in self.state.sizes() if lo_size <= s <= hi_size]
         left = inside[0]
@@ -256,7 +256,7 @@ class AdaptiveSweep:
         probes = 0
         while self.used < self.plan.budget and probes < max_probes:
             probes += 1
-            bracket = self._bracket(lo_size, hi_size, threshold, hi_is_above)
+            bracket = self.bracket(lo_size, hi_size, threshold, hi_is_above)
             if bracket is None:
                 return
             left, right = bracket
@@ -268,12 +268,12 @@ class AdaptiveSweep:
                 mid = round_to_granule((left + right) / 2)
             if mid in (left, right):
                 mid = left + GRANULE_BYTES
-            self._measure(mid, "refine")
+            self.measure_size(mid, "refine")
             if mid not in self.state.values:
                 return
             tries = 1
             while self._side(mid, threshold, hi_is_above) == 0 and tries < self.plan.max_repeats:
-                if self._measure(mid, "refine") is None:
+                if self.measure_size(mid, "refine") is None:
                     return
                 tries += 1
             if self._side(mid, threshold, hi_is_above) == 0:

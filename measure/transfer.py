@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from measure.records import Measurement
+from detect_caches.records import Measurement
 
 STRIDES_BYTES = (8, 16, 32, 64, 128)   # below 8 B the load issue rate, not the link, sets the pace
 BLOCK = 256

@@ -18,9 +18,9 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
-from measure.errors import DetectCachesError, InputError
-from pipeline.result import Result
-from pipeline.warm import _render_later, _warm_up
+from detect_caches.errors import DetectCachesError, InputError
+from detect_caches.pipeline.result import Result
+from detect_caches.pipeline.warm import _render_later, _warm_up
 
 T0 = time.perf_counter()   # close to process start when the CLI imports this
 SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (see _measure_and_write)
@@ -28,14 +28,14 @@ SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (
 
 # -- characterize ------------------------------------------------------------------------------
 
-from pipeline.options import Options  # noqa: E402  (the API's name for it)
+from detect_caches.pipeline.options import Options  # noqa: E402  (the API's name for it)
 
 
 def open_device(gpu: int | None = 0, simulate: str | None = None, sim_index: int = 0):
     if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < 1 << 16):
         raise InputError(f"gpu must be a GPU index (a whole number from 0), got {gpu!r:.40}")
     if simulate is not None:
-        from measure.simulated import SimulatedGPU, load_profile
+        from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
         if not isinstance(simulate, str):
             raise InputError(f"simulate must be a profile name or a profile JSON file, got {simulate!r:.40}")
         profile = load_profile(simulate)
@@ -45,7 +45,7 @@ def open_device(gpu: int | None = 0, simulate: str | None = None, sim_index: int
         device = SimulatedGPU(profile)
         device.facts.index = index
         return device
-    from measure.gpu import TritonGPU
+    from detect_caches.measure.gpu.triton_gpu import TritonGPU
     return TritonGPU(0 if gpu is None else gpu)
 
 
@@ -53,7 +53,7 @@ def resolve_baseline(baseline, facts, *, force: bool = False, said: list[str] | 
     """The baseline of one device (reports.baseline: a result, a result.json, or a folder of runs
     searched for the latest earlier run of this GPU), checked against it before measuring. Which
     run was taken, and what the folder held that could not be read, goes to ``said``."""
-    from reports.baseline import BaselineSource, Pick, device_of
+    from detect_caches.reports.baseline import BaselineSource, Pick, device_of
     if isinstance(baseline, Pick):      # picked already (the command line says which before measuring)
         return dict(baseline.result, baseline_pick=baseline.how)
     source = baseline if isinstance(baseline, BaselineSource) else BaselineSource.load(baseline)
@@ -80,24 +80,24 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     device = device or open_device(gpu, simulate)
     facts = device.facts
-    from pipeline.options import check_against_device
+    from detect_caches.pipeline.options import check_against_device
     check_against_device(opts, facts)
-    from measure.carveout_sweep import check_carveouts
+    from detect_caches.measure.carveout_sweep import check_carveouts
     session_opts.carveouts = check_carveouts(device, opts.carveouts, session_opts.sweeps)
     base = resolve_baseline(baseline, facts, force=force, said=said)
     if session_opts.timing == "device":
-        from measure.session import preflight_device_timing
+        from detect_caches.measure.session import preflight_device_timing
         preflight_device_timing(device, session_opts)
     out_path = None
     if out is not None:
-        from pipeline.outputs import claim_out_dir
+        from detect_caches.pipeline.outputs import claim_out_dir
         out_path = claim_out_dir(Path(out))
     try:
         return _measure_and_write(device, session_opts, out_path, base, progress,
                                   tolerances=dict(tolerances, force=force))
     finally:
         if out_path is not None:
-            from pipeline.outputs import release
+            from detect_caches.pipeline.outputs import release
             release(out_path)
 
 
@@ -127,8 +127,8 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
 
 
 def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict, t0: float) -> Result:
-    from measure.records import MeasurementLog
-    from measure.session import measure_latency, probe_latency_lines, probe_level_peaks
+    from detect_caches.records import MeasurementLog
+    from detect_caches.measure.session import measure_latency, probe_latency_lines, probe_level_peaks
     warm: list[Future] = []
     log = MeasurementLog(out / "measurements.csv" if out else None)
 
@@ -150,14 +150,14 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
     try:
         session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
                                                           before_detect=latency_then_warm)
-        from detector.latency import probe_targets
+        from detect_caches.detector.latency import probe_targets
         plot = _render_later(detection, _title(device.facts)) if out else None
         if opts.peak_budget:
             probe_level_peaks(session, detection.levels, log, opts, on_point)
         if opts.latency_budget:
             probe_latency_lines(session, probe_targets(detection.levels), log, opts, on_point)
         if opts.carveouts:
-            from measure.carveout_sweep import run_carveouts
+            from detect_caches.measure.carveout_sweep import run_carveouts
             session.method["carveouts"] = run_carveouts(session, device, log, opts.carveouts,
                                                         default_l1_bytes=_l1_bytes(detection),
                                                         latency=opts.latency_budget > 0, on_point=on_point)
@@ -195,13 +195,13 @@ def _kept(what: str, log, out, sep: str = ";") -> str:
 
 
 def _after_measuring(device, opts, out, base, session, detection, analysis_s, plot, tolerances, t0) -> Result:
-    from detector.latency import attach_lines
-    from detector.peaks import attach_peaks
+    from detect_caches.detector.latency import attach_lines
+    from detect_caches.detector.peaks import attach_peaks
     # the peak, sector and line probes are not part of any curve: only their levels' figures change
     attach_peaks(detection.levels, session.records)
     attach_lines(detection.levels, session.records)
-    from detector.carveouts import carveout_table, launch_carveout
-    from measure.carveout_sweep import launch_shared
+    from detect_caches.detector.carveouts import carveout_table, launch_carveout
+    from detect_caches.measure.carveout_sweep import launch_shared
     if opts.carveouts:
         detection.carveouts = carveout_table(session.records, device.facts, detection.levels)
     shared = launch_shared(device, session.configs.get("private"))
@@ -231,8 +231,8 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     """The sweeps, the analysis, then more points inside each capacity interval the analysis left
     wide and the analysis again: (session, detection, analysis seconds). ``before_detect`` runs
     once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
-    from detector.analyze import detect_levels, uncertain_falls
-    from measure.session import characterize as sweep, refine_intervals
+    from detect_caches.detector.analyze import detect_levels, uncertain_falls
+    from detect_caches.measure.session import characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
     if before_detect is not None:
         before_detect(session)
@@ -268,19 +268,19 @@ def _title(facts) -> str:
 
 def _finish(detection, facts, records, out, base, method, warnings, elapsed, plot=None,
             tolerances: dict | None = None, carveout: dict | None = None) -> Result:
-    from reports.result_json import build_result
+    from detect_caches.reports.result_json import build_result
     t = time.perf_counter()
     data = build_result(detection, facts, measurements=len(records), elapsed_s=elapsed, method=method,
                         extra_warnings=warnings, carveout=carveout)
     if "sweeps" in method:            # a measuring run (an analysis reports on what exists)
-        from reports.doubt import find_doubts
+        from detect_caches.reports.doubt import find_doubts
         data["doubts"] = find_doubts(data)
     if base is not None:
         cmp = compare(base, data, **(tolerances or {}))
         cmp.baseline_label = base.get("baseline_pick", "")
         data["comparison"] = dict(cmp.to_dict(), rows=cmp.rows, markdown=cmp.markdown())
     if out is not None:
-        from pipeline.outputs import write_result_files
+        from detect_caches.pipeline.outputs import write_result_files
         data["method"]["write_seconds"] = round(time.perf_counter() - t, 3)
         try:
             write_result_files(out, data, detection, _title(facts), plot_future=plot)
@@ -291,4 +291,4 @@ def _finish(detection, facts, records, out, base, method, warnings, elapsed, plo
 
 # -- analyze and compare (pipeline.api_analysis: the same path, no GPU) ----------------------
 
-from pipeline.api_analysis import _tolerances, analyze, compare  # noqa: E402,F401  (the API's names)
+from detect_caches.pipeline.api_analysis import _tolerances, analyze, compare  # noqa: E402,F401  (the API's names)

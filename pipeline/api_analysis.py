@@ -7,14 +7,14 @@ import json
 import time
 from pathlib import Path
 
-from measure.errors import InputError
-from pipeline.api import Result, _finish
+from detect_caches.errors import InputError
+from detect_caches.pipeline.result import Result
 
 
 def _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on) -> dict:
     """compare's keyword arguments from what a user gave (3%, 0.03 or None for the default)."""
-    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL
-    from reports.verdict import check_fail_on, parse_tolerance
+    from detect_caches.reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL
+    from detect_caches.reports.verdict import check_fail_on, parse_tolerance
     pick = lambda v, d, w: d if v is None else parse_tolerance(v, w)  # noqa: E731
     return dict(capacity_tol=pick(capacity_tol, DEFAULT_CAPACITY_TOL, "the capacity tolerance"),
                 bandwidth_tol=pick(bandwidth_tol, DEFAULT_BANDWIDTH_TOL, "the bandwidth tolerance"),
@@ -23,7 +23,7 @@ def _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on) -> dict:
 
 
 def _facts(device, vendor: str | None, name: str):
-    from measure.device import DeviceFacts, load_device_json
+    from detect_caches.device import DeviceFacts, load_device_json
     if device is None:
         facts = DeviceFacts(name=name)
     elif isinstance(device, DeviceFacts):
@@ -44,7 +44,7 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -
     """Detection and reports on recorded measurements: a measurements.csv path or a pandas
     DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
     result.json works too). No GPU, no torch."""
-    from measure.reader import read_measurements, records_from_rows
+    from detect_caches.reader import read_measurements, records_from_rows
     t0 = time.perf_counter()
     warnings: list[str] = []
     if hasattr(measurements, "to_dict") and hasattr(measurements, "columns"):
@@ -56,13 +56,13 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -
     facts = _facts(device, vendor, name)
     out_path = None
     if out is not None:
-        from pipeline.outputs import claim_out_dir
+        from detect_caches.pipeline.outputs import claim_out_dir
         out_path = claim_out_dir(Path(out))
     try:
-        from detector.analyze import detect_levels
-        from detector.carveouts import launch_carveout, recorded_launch
-        from pipeline.api import _l1_bytes
-        from reports.carveout_json import recorded_launch_of
+        from detect_caches.detector.analyze import detect_levels
+        from detect_caches.detector.carveouts import launch_carveout, recorded_launch
+        from detect_caches.pipeline.api import _finish, _l1_bytes   # api imports this module
+        from detect_caches.reports.carveout_json import recorded_launch_of
         detection = detect_levels(records, facts)
         carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
                                    _l1_bytes(detection), facts)
@@ -70,12 +70,12 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -
                        time.perf_counter() - t0, carveout=carveout)
     finally:
         if out_path is not None:
-            from pipeline.outputs import release
+            from detect_caches.pipeline.outputs import release
             release(out_path)
 
 
 def _as_result(x) -> dict:
-    from reports.result_json import read_result, validate_result
+    from detect_caches.reports.result_json import read_result, validate_result
     if isinstance(x, Result):
         return x.data
     if isinstance(x, dict):
@@ -95,7 +95,7 @@ def compare(baseline, current, *, capacity_tol=None, bandwidth_tol=None, latency
     a reports.compare.Comparison (``.failed``: the check's verdict under ``fail_on``; ``.drift``:
     any change beyond what the runs can tell apart; ``.verdicts``, ``.rows``, ``.markdown()``,
     ``.to_dict()``). Tolerances are written 3% or 0.03 (None: the defaults)."""
-    from reports.compare import check_comparable, compare_results
+    from detect_caches.reports.compare import check_comparable, compare_results
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     base, cur = _as_result(baseline), _as_result(current)
     check_comparable(base, cur, force=force)

@@ -24,7 +24,7 @@ import threading
 import time
 import types
 
-from pipeline.bytecode_safety import make_private_root, read_trusted, write_private
+from detect_caches.pipeline.bytecode_safety import make_private_root, read_trusted, write_private
 
 ENV = "DETECT_CACHES_BYTECODE_CACHE"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from measure.errors import InputError
+from detect_caches.errors import InputError
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,7 +25,7 @@ def positive(kind):
 
 
 def block(text: str) -> int:
-    from measure.kernel_meta import check_block_size
+    from detect_caches.measure.kernel_meta import check_block_size
     value = positive(int)(text)
     try:
         check_block_size(value)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from measure.errors import InputError
-from pipeline.console import say
+from detect_caches.errors import InputError
+from detect_caches.pipeline.console import say
 
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
 
 
 def tolerance(text: str) -> float:
-    from reports.verdict import parse_tolerance
+    from detect_caches.reports.verdict import parse_tolerance
     try:
         return parse_tolerance(text, "the tolerance")
     except InputError as exc:
@@ -24,7 +24,7 @@ def tolerance(text: str) -> float:
 
 
 def add_check_options(p: argparse.ArgumentParser, *, force: bool = True) -> None:
-    from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL
+    from detect_caches.reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL
     p.add_argument("--capacity-tol", type=tolerance, default=DEFAULT_CAPACITY_TOL, metavar="TOL",
                    help=f"relative capacity change that counts as drift, when the runs' repeatabilities do not "
                         f"explain it: 3%% or 0.03 (default {DEFAULT_CAPACITY_TOL * 100:.0f}%%)")
@@ -45,13 +45,13 @@ def tolerances(args) -> dict:
 
 
 def dumps(data) -> str:
-    from reports.result_json import dumps as result_dumps
+    from detect_caches.reports.result_json import dumps as result_dumps
     return result_dumps(data).rstrip("\n")
 
 
 def finish_run(result, args) -> int:
     """Print the result (its files are written already), its comparison, its doubts; the code."""
-    from reports.markdown import summary_table
+    from detect_caches.reports.markdown import summary_table
     if args.json:
         say(result.to_json().rstrip("\n"))
     else:
@@ -82,7 +82,7 @@ def cmd_compare(argv: list[str], parser) -> int:
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     add_check_options(p)
     args = p.parse_args(argv)
-    from pipeline.api import compare
+    from detect_caches.pipeline.api import compare
     cmp = compare(args.baseline, args.current, force=args.force, **tolerances(args))
     say(dumps(cmp.to_dict()) if args.json else cmp.markdown().rstrip("\n"))
     return EXIT_DRIFT if cmp.failed else EXIT_OK
@@ -101,24 +101,12 @@ def cmd_history(argv: list[str], parser) -> int:
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     add_check_options(p, force=False)
     args = p.parse_args(argv)
-    from reports.history import Reference, build_history
-    history = build_history(args.paths, reference=Reference.parse(args.reference), **tolerances(args))
-    text = history.markdown()
-    if args.out:
-        from pipeline.outputs import claim_out_dir, release
-        from reports.atomic import write_text_atomic
-        from reports.history_plot import write_history_plot
-        out = claim_out_dir(args.out)
-        try:
-            write_text_atomic(out / "history.md", text)
-            write_text_atomic(out / "history.json", dumps(history.to_dict()) + "\n")
-            write_history_plot(out / "history.png", history)
-        finally:
-            release(out)
-    say(dumps(history.to_dict()) if args.json else text.rstrip("\n"))
+    from detect_caches.pipeline.api_checks import history
+    result = history(args.paths, out=args.out, reference=args.reference, **tolerances(args))
+    say(dumps(result.to_dict()) if args.json else result.markdown().rstrip("\n"))
     if args.out:
         say(f"detect-caches: history: {args.out / 'history.md'}", err=True)
-    return _skipped(history.skipped) or (EXIT_DRIFT if history.drift else EXIT_OK)
+    return _skipped(result.skipped) or (EXIT_DRIFT if result.drift else EXIT_OK)
 
 
 def _skipped(skipped: list[str]) -> int:
@@ -144,30 +132,14 @@ def cmd_fleet(argv: list[str], parser) -> int:
     p.add_argument("--accept-incomplete", action="store_true", help="accept results that carry doubts")
     add_check_options(p)
     args = p.parse_args(argv)
-    from pipeline.fleet_run import finish_fleet
-    from reports.baseline import BaselineSource
-    from reports.search import find_results
-    skipped: list[str] = []
-    notes: list[str] = []
-    found = find_results(args.results, skipped, notes, unique=False)
-    results = []
-    for path, res in found:
-        res["source_path"] = str(path)
-        results.append(res)
-    source = BaselineSource.load(args.baseline)
-    for line in skipped[:5]:
-        say(f"detect-caches: skipped {line}", err=True)
-    for line in notes:
-        say(f"detect-caches: {line}", err=True)
-    out = None
-    if args.out:
-        from pipeline.outputs import claim_out_dir
-        out = claim_out_dir(args.out)
+    from detect_caches.pipeline.api_checks import fleet
+    from detect_caches.pipeline.fleet_run import print_fleet
+    said: list[str] = []
     try:
         # an unreadable result is a GPU the report cannot speak for: listed, and exit 2, as in a node run
-        return finish_fleet(results, args, out, [f"unreadable {line}" for line in skipped], source=source)
+        report = fleet(args.results, out=args.out, baseline=args.baseline, force=args.force, said=said,
+                       **tolerances(args))
     finally:
-        if out is not None:
-            from pipeline.outputs import release
-            release(out)
-
+        for line in said:
+            say(f"detect-caches: {line}", err=True)
+    return print_fleet(report, args, args.out)

@@ -14,8 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-from measure.errors import DetectCachesError, InputError
-from measure.validate import env_int
+from detect_caches.errors import DetectCachesError, InputError
+from detect_caches.validate import env_int
 
 
 def node_targets(args) -> list[tuple[int | None, str | None]]:
@@ -29,7 +29,7 @@ def node_targets(args) -> list[tuple[int | None, str | None]]:
         return [(i, p) for i, p in enumerate(profiles)]
     text = str(args.gpu).strip().lower()
     if text == "all":
-        from measure.gpu import gpu_count
+        from detect_caches.measure.gpu.facts import gpu_count
         n = gpu_count()
         if n == 0:
             raise InputError("--gpu all: no GPU is visible; use --simulate h200 or `detect-caches analyze`")
@@ -48,8 +48,8 @@ def check_targets(targets: list[tuple[int | None, str | None]], source) -> None:
     simulated profile's GPU with its baseline where a folder of runs is given. A node where no
     profile can be read stops here; one bad profile among good ones is its GPU's failure, named
     with the others' results (a node keeps what it can measure)."""
-    from pipeline.api import open_device
-    from reports.baseline import device_of
+    from detect_caches.pipeline.api import open_device
+    from detect_caches.reports.baseline import device_of
     count, bad = None, []
     for gpu, profile in targets:
         if profile is not None:
@@ -62,7 +62,7 @@ def check_targets(targets: list[tuple[int | None, str | None]], source) -> None:
                 source.pick(device_of(device.facts))
             continue
         if count is None:
-            from measure.clocks import nvidia_gpu_count
+            from detect_caches.measure.gpu.clocks import nvidia_gpu_count
             count = nvidia_gpu_count() or -1
         if count >= 0 and gpu >= count:
             raise InputError(f"--gpu {gpu}: the driver counts {count} GPU(s) (0 to {count - 1})")
@@ -89,8 +89,8 @@ def _child_argv(args, gpu: int | None, profile: str | None, out: Path) -> list[s
 def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
     """One process per GPU, all at once; one folder per GPU plus the node summary. The baseline
     (a file, or a folder of runs: each GPU's own latest earlier run) is loaded and checked first."""
-    from pipeline.outputs import claim_out_dir, release
-    from reports.baseline import BaselineSource
+    from detect_caches.pipeline.outputs import claim_out_dir, release
+    from detect_caches.reports.baseline import BaselineSource
     source = BaselineSource.load(args.baseline)
     check_targets(targets, source)
     root = claim_out_dir(args.out or Path("detect-caches-results") /
@@ -142,8 +142,8 @@ def _warm_fleet_report() -> None:
     that would otherwise follow the children's end)."""
     def work():
         try:
-            import reports.fleet_plot  # noqa: F401
-            from reports.plot import warm_fonts
+            import detect_caches.reports.fleet_plot  # noqa: F401
+            from detect_caches.reports.plot import warm_fonts
             warm_fonts()
         except Exception:     # the report imports again after the children and says what failed
             pass
@@ -159,7 +159,7 @@ def _last_line(path: Path) -> str:
 
 
 def _read(path: Path) -> dict | None:
-    from reports.result_json import read_result
+    from detect_caches.reports.result_json import read_result
     try:
         return read_result(path)
     except DetectCachesError:
@@ -186,5 +186,5 @@ def distributed_rank() -> tuple[int, int, int] | None:
 
 
 def run_rank(args, rank_info: tuple[int, int, int], measure_one, finish) -> int:
-    from pipeline.ranks import run_rank as run
+    from detect_caches.pipeline.ranks import run_rank as run
     return run(args, rank_info, measure_one, finish)

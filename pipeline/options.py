@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from measure.errors import InputError
-from measure.validate import is_number
+from detect_caches.errors import InputError
+from detect_caches.validate import is_number
 
 MIN_BUDGET, MAX_BUDGET = 60, 100_000
 MAX_GRID_MULTIPLIER = 64           # programs per SM/CU in the shared sweep: 64 x 4 with the seed's 4
@@ -77,7 +77,7 @@ class Options:
             raise InputError(f"carveouts must be all or KiB such as \"32,64\" (--carveouts), got {_show(self.carveouts)}")
 
     def session(self):
-        from measure.session import SessionOptions
+        from detect_caches.measure.session import SessionOptions
         self.check()
         return SessionOptions(sweeps=tuple(self.sweeps), grid_multiplier=self.grid_multiplier, budget=self.budget,
                               max_working_set_bytes=self.max_working_set_bytes, timing=self.timing,

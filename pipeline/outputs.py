@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from measure.errors import InputError
+from detect_caches.errors import InputError
 
 CLAIM = ".detect-caches-claim"
 
@@ -67,16 +67,16 @@ def release(path: Path) -> None:
 def write_result_files(out: Path, result: dict, detection, plot_title: str, *, plot_future=None) -> None:
     """result.json, report.md and bandwidth.png, each whole; the result is checked before any is
     written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""
-    from reports.atomic import write_bytes_atomic, write_text_atomic
-    from reports.markdown import render_report
-    from reports.result_json import dumps, validate_result
+    from detect_caches.reports.atomic import write_bytes_atomic, write_text_atomic
+    from detect_caches.reports.markdown import render_report
+    from detect_caches.reports.result_json import dumps, validate_result
     text = dumps(result)
     validate_result(json.loads(text), "the result")    # an internal fault, if it fails (not the user's)
     report = render_report(result)
     try:
         png = plot_future.result() if plot_future is not None else None
         if png is None:
-            from reports.plot import render_plot
+            from detect_caches.reports.plot import render_plot
             png = render_plot(detection, plot_title)
         write_text_atomic(out / "result.json", text)
         write_text_atomic(out / "report.md", report)

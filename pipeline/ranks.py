@@ -15,8 +15,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from measure.errors import DetectCachesError, InputError
-from measure.validate import env_int
+from detect_caches.errors import DetectCachesError, InputError
+from detect_caches.validate import env_int
 
 RENDEZVOUS_SECONDS = 120
 
@@ -57,8 +57,8 @@ def _form_group(dist, rank: int, world: int, wait: int) -> None:
 
 def _open_fleet(args, root: Path):
     """Rank 0, before anyone measures: the fleet's folder claimed, the baseline loaded."""
-    from pipeline.outputs import claim_out_dir
-    from reports.baseline import BaselineSource
+    from detect_caches.pipeline.outputs import claim_out_dir
+    from detect_caches.reports.baseline import BaselineSource
     source = BaselineSource.load(args.baseline)
     claim_out_dir(root)
     return source
@@ -93,7 +93,7 @@ def run_rank(args, rank_info: tuple[int, int, int], measure_one, finish) -> int:
         return _measure_and_gather(dist, args, rank, world, gpu, profile, root, sub, source, measure_one, finish)
     finally:
         if rank == 0:
-            from pipeline.outputs import release
+            from detect_caches.pipeline.outputs import release
             release(root)
 
 

@@ -46,9 +46,9 @@ class Result:
     def measurements(self):
         """Every measurement as a pandas DataFrame, one row per measured point."""
         import pandas as pd
-        from measure.records import COLUMNS
+        from detect_caches.records import COLUMNS
         return pd.DataFrame([dataclasses.asdict(r) for r in self.records], columns=COLUMNS)
 
     def to_json(self) -> str:
-        from reports.result_json import dumps
+        from detect_caches.reports.result_json import dumps
         return dumps(self.data)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from measure.errors import InputError
-from pipeline.cli_args import Parser, block, bounded
-from pipeline.console import say
+from detect_caches.errors import InputError
+from detect_caches.pipeline.cli_args import Parser, block, bounded
+from detect_caches.pipeline.console import say
 
 EXIT_OK = 0
 
@@ -29,9 +29,9 @@ def _seed_parser(prog: str, desc: str) -> argparse.ArgumentParser:
 
 def _seed_device(args):
     if args.simulate:
-        from measure.simulated import SimulatedGPU, load_profile
+        from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
         return SimulatedGPU(load_profile(args.simulate))
-    from measure.gpu import TritonGPU
+    from detect_caches.measure.gpu.triton_gpu import TritonGPU
     return TritonGPU(args.gpu)
 
 
@@ -42,8 +42,8 @@ def cmd_run(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.stream_elements % 256:
         raise InputError(f"--stream-elements must be a multiple of 256 (1 KiB), got {args.stream_elements}")
-    from measure.launch import LaunchConfig
-    from measure.seed import measure_seed_point
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.seed import measure_seed_point
     device = _seed_device(args)
     cus = args.num_cu or device.facts.compute_units
     cfg = LaunchConfig("shared", cus * args.grid_multiplier, args.block_size, args.num_warps,
@@ -71,8 +71,8 @@ def cmd_benchmark(argv: list[str]) -> int:
     p.add_argument("--test-name", default="bw_test")
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     args = p.parse_args(argv)
-    from measure.launch import LaunchConfig
-    from measure.seed import run_benchmark
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.seed import run_benchmark
     device = _seed_device(args)
     cus = args.num_cu or device.facts.compute_units
     cfg = LaunchConfig("shared", cus * args.grid_multiplier, args.block_size, args.num_warps,

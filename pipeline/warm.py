@@ -13,8 +13,8 @@ def _warm_up() -> Future:
 
     def work():
         try:
-            import detector.analyze  # noqa: F401  (scipy, ruptures)
-            from reports.plot import warm_fonts
+            import detect_caches.detector.analyze  # noqa: F401  (scipy, ruptures)
+            from detect_caches.reports.plot import warm_fonts
             warm_fonts()
             fut.set_result(True)
         except BaseException as exc:   # the main thread imports again and reports it
@@ -29,7 +29,7 @@ def _render_later(detection, title: str) -> Future:
 
     def work():
         try:
-            from reports.plot import render_plot
+            from detect_caches.reports.plot import render_plot
             fut.set_result(render_plot(detection, title))
         except BaseException as exc:
             fut.set_exception(exc)

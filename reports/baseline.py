@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from measure.errors import InputError
-from reports.compare import check_comparable
-from reports.identity import gpu_key, gpu_label, run_time
-from reports.search import find_results, show
+from detect_caches.errors import InputError
+from detect_caches.reports.compare import check_comparable
+from detect_caches.reports.identity import gpu_key, gpu_label, run_time
+from detect_caches.reports.search import find_results, show
 
 
 @dataclass
@@ -45,7 +45,7 @@ class BaselineSource:
     @classmethod
     def load(cls, spec) -> "BaselineSource | None":
         """``spec``: None, a result dict, an object with ``.data`` (the API's Result), or a path."""
-        from reports.result_json import read_result, validate_result
+        from detect_caches.reports.result_json import read_result, validate_result
         if spec is None:
             return None
         data = getattr(spec, "data", spec)

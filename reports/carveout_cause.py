@@ -6,9 +6,9 @@ L1 + carveout, the array, stayed the same: then the L1's capacity change is not 
 """
 from __future__ import annotations
 
-from measure.carveout import implied_carveout_kib
-from measure.device import DeviceFacts
-from reports.fmt import fmt_bytes
+from detect_caches.carveout import implied_carveout_kib
+from detect_caches.device import DeviceFacts
+from detect_caches.reports.fmt import fmt_bytes
 
 KIB = 1024
 ARRAY_TOL_KIB = 4.0      # L1 + carveout may move this much (the reserve differs between carveouts: an

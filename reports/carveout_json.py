@@ -70,7 +70,7 @@ def recorded_launch_of(device) -> dict | None:
     """What a result.json given to ``analyze`` as its device facts (a dict or a path) recorded of
     its launches (device.carveout), less what that run inferred from its own L1."""
     if isinstance(device, (str, Path)) and Path(device).is_file():
-        from measure.safe_read import read_json_bounded
+        from detect_caches.safe_read import read_json_bounded
         device = read_json_bounded(Path(device), what="device JSON")
     if not isinstance(device, dict):
         return None

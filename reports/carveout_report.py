@@ -3,7 +3,7 @@ AMD's separate LDS), and with ``--carveouts`` the table "shared memory carved ou
 bandwidth, latency" and one line on the unified array and its reserve."""
 from __future__ import annotations
 
-from reports.fmt import fmt_bytes, fmt_gbs, markdown_table
+from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, markdown_table
 
 HEADER = ["shared memory carved out", "asked (preference)", "L1 capacity (interval)", "fall", "bandwidth",
           "latency", "granted"]

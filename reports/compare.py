@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from measure.errors import InputError
-from reports.carveout_cause import carveout_cause
-from reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
-from reports.verdict import Verdict, check_fail_on, direction_of
+from detect_caches.errors import InputError
+from detect_caches.reports.carveout_cause import carveout_cause
+from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
+from detect_caches.reports.verdict import Verdict, check_fail_on, direction_of
 
 DEFAULT_CAPACITY_TOL = 0.03
 DEFAULT_BANDWIDTH_TOL = 0.03

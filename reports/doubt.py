@@ -16,7 +16,7 @@ has and how flat it is. Real H200 runs of this version read 0.29-0.99 (the L2's 
 fall the lowest); a level below 0.2 is not a reading to compare."""
 from __future__ import annotations
 
-from reports.fmt import fmt_bytes
+from detect_caches.reports.fmt import fmt_bytes
 
 LOW_CONFIDENCE = 0.2
 MEMORY = ("HBM", "DRAM")

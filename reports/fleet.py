@@ -12,11 +12,11 @@ import math
 import statistics
 from collections import Counter
 
-from measure.errors import InputError
-from reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, Comparison, compare_results
-from reports.fleet_report import FleetReport, gpu_place  # noqa: F401  (re-exported)
-from reports.fmt import level_key
-from reports.identity import gpu_label, identified, run_time
+from detect_caches.errors import InputError
+from detect_caches.reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, Comparison, compare_results
+from detect_caches.reports.fleet_report import FleetReport, gpu_place  # noqa: F401  (re-exported)
+from detect_caches.reports.fmt import level_key
+from detect_caches.reports.identity import gpu_label, identified, run_time
 
 MEDIAN_FIELDS = ("capacity_bytes", "capacity_low_bytes", "capacity_high_bytes", "bandwidth_gbs",
                  "bandwidth_spread_gbs", "latency_ns", "latency_cycles")
@@ -78,8 +78,8 @@ def build_fleet_report(results: list[dict], *, capacity_tol: float = DEFAULT_CAP
     """The fleet report. A GPU fails against the fleet median (three or more GPUs), against
     ``baseline`` (one result for all) or its own entry of ``baselines`` (label -> reports.baseline
     Pick), by ``fail_on``."""
-    from reports.compare import check_comparable
-    from reports.fleet_pair import judge_pair
+    from detect_caches.reports.compare import check_comparable
+    from detect_caches.reports.fleet_pair import judge_pair
     if not results:
         raise InputError("no results to build a fleet report from")
     names = {r["device"].get("name") for r in results}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 
-from reports.compare import Comparison
-from reports.fleet_report import FleetReport, gpu_place
-from reports.fmt import fmt_bytes, fmt_gbs, level_key
-from reports.identity import gpu_label
-from reports.verdict import Verdict
+from detect_caches.reports.compare import Comparison
+from detect_caches.reports.fleet_report import FleetReport, gpu_place
+from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, level_key
+from detect_caches.reports.identity import gpu_label
+from detect_caches.reports.verdict import Verdict
 
 DOCUMENTED = {"capacity": ("api_bytes", fmt_bytes, "documented size"),
               "bandwidth": ("ceiling_gbs", fmt_gbs, "physical ceiling")}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.fleet import FleetReport
-from reports.fmt import level_key
-from reports.identity import gpu_label
+from detect_caches.reports.fleet import FleetReport
+from detect_caches.reports.fmt import level_key
+from detect_caches.reports.identity import gpu_label
 
 
 def _points(report: FleetReport, key: str, field_name: str) -> tuple[list[float], list[float], float | None]:
@@ -25,8 +25,8 @@ def _points(report: FleetReport, key: str, field_name: str) -> tuple[list[float]
 
 def render_fleet_plot(report: FleetReport) -> bytes:
     import numpy as np
-    from reports.figure import new_figure, png_bytes
-    from reports.fmt import fmt_bytes, fmt_gbs
+    from detect_caches.reports.figure import new_figure, png_bytes
+    from detect_caches.reports.fmt import fmt_bytes, fmt_gbs
     strips = []
     for key in report._keys():
         for field_name, fmt in (("capacity_bytes", fmt_bytes), ("bandwidth_gbs", fmt_gbs)):
@@ -57,8 +57,8 @@ def render_fleet_plot(report: FleetReport) -> bytes:
 
 
 def write_fleet_plot(path: Path, report: FleetReport) -> None:
-    from reports.atomic import write_bytes_atomic
-    from reports.figure import RENDER_LOCK
+    from detect_caches.reports.atomic import write_bytes_atomic
+    from detect_caches.reports.figure import RENDER_LOCK
     with RENDER_LOCK:
         png = render_fleet_plot(report)
     write_bytes_atomic(path, png)

@@ -7,8 +7,8 @@ import io
 import statistics
 from dataclasses import dataclass, field
 
-from reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
-from reports.identity import gpu_label
+from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
+from detect_caches.reports.identity import gpu_label
 
 TABLE_IN_MARKDOWN = 64     # larger fleets: the full table is in fleet.csv and fleet.json only
 

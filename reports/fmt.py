@@ -1,7 +1,7 @@
 """Number formatting shared by the Markdown report, the terminal table and compare."""
 from __future__ import annotations
 
-from detector.units import fmt_bytes  # noqa: F401  (one formatter for both layers)
+from detect_caches.detector.units import fmt_bytes  # noqa: F401  (one formatter for both layers)
 
 
 def fmt_gbs(v: float | None) -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from measure.errors import InputError
-from reports.compare import Comparison, compare_results, environment_changes
-from reports.fmt import fmt_bytes, fmt_gbs, level_key
-from reports.identity import gpu_key, gpu_label, identified, parse_when, run_time
-from reports.search import find_results, show
+from detect_caches.errors import InputError
+from detect_caches.reports.compare import Comparison, compare_results, environment_changes
+from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, level_key
+from detect_caches.reports.identity import gpu_key, gpu_label, identified, parse_when, run_time
+from detect_caches.reports.search import find_results, show
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Reference:
 
     @classmethod
     def parse(cls, text: str | None) -> "Reference":
-        from reports.result_json import read_result
+        from detect_caches.reports.result_json import read_result
         if text in (None, "", "first"):
             return cls()
         if text == "median":
@@ -73,7 +73,7 @@ class History:
         return any(run.failed for run in self.newest())
 
     def markdown(self) -> str:
-        from reports.history_text import history_markdown
+        from detect_caches.reports.history_text import history_markdown
         return history_markdown(self)
 
     def to_dict(self) -> dict:
@@ -95,7 +95,7 @@ def _pick(runs: list[Run], i: int, ref: Reference) -> tuple[dict | None, str]:
     if ref.kind == "median":
         if i == 0:
             return None, ""
-        from reports.fleet import fleet_median
+        from detect_caches.reports.fleet import fleet_median
         return fleet_median([r.result for r in runs[:i]]), f"median of {i} earlier run(s)"
     if ref.kind == "date":
         dated = [r for r in runs if (run_time(r.result) or 0.0) and run_time(r.result) <= ref.when]

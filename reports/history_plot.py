@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.atomic import write_bytes_atomic
-from reports.figure import RENDER_LOCK, new_figure, png_bytes
-from reports.history import History, level_keys
-from reports.identity import gpu_label
+from detect_caches.reports.atomic import write_bytes_atomic
+from detect_caches.reports.figure import RENDER_LOCK, new_figure, png_bytes
+from detect_caches.reports.history import History, level_keys
+from detect_caches.reports.identity import gpu_label
 
 
 def render_history_plot(history: History) -> bytes:

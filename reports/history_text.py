@@ -2,10 +2,10 @@
 reference), the answer, and what was passed over."""
 from __future__ import annotations
 
-from reports.fmt import markdown_table
-from reports.history import History, level_keys, row_cells
-from reports.identity import gpu_label, run_time
-from reports.search import show
+from detect_caches.reports.fmt import markdown_table
+from detect_caches.reports.history import History, level_keys, row_cells
+from detect_caches.reports.identity import gpu_label, run_time
+from detect_caches.reports.search import show
 
 
 def history_markdown(history: History) -> str:

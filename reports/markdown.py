@@ -1,8 +1,8 @@
 """report.md and the terminal summary."""
 from __future__ import annotations
 
-from reports import carveout_report
-from reports.fmt import fmt_bytes, fmt_gbs, markdown_table
+from detect_caches.reports import carveout_report
+from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, markdown_table
 
 SCOPE_WORDS = {"per_cu": "per SM/CU", "per_xcd": "per XCD", "device": "device"}
 CAPACITY_TEXT = (

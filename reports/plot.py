@@ -8,11 +8,11 @@ from pathlib import Path
 import matplotlib.ticker
 import numpy as np
 
-from detector.levels import Detection
-from reports.atomic import write_bytes_atomic
-from reports.figure import RENDER_LOCK, new_figure, png_bytes
-from reports.fmt import fmt_bytes
-from measure.chains import DENSE_SLOT_BYTES
+from detect_caches.detector.levels import Detection
+from detect_caches.reports.atomic import write_bytes_atomic
+from detect_caches.reports.figure import RENDER_LOCK, new_figure, png_bytes
+from detect_caches.reports.fmt import fmt_bytes
+from detect_caches.grid import DENSE_SLOT_BYTES
 
 SWEEP_TITLES = {"chase": "latency: one-SM pointer chase (x = chain bytes)",
                 "private": "private sweep: rows by SM/CU (x = bytes per SM/CU)",

@@ -20,18 +20,19 @@ import re
 import time
 from pathlib import Path
 
-from detector.carveouts import launch_note
-from detector.levels import Detection
-from measure.device import DeviceFacts
-from measure.errors import InputError
-from measure.safe_read import read_json_bounded
-from reports import carveout_json
-from reports.atomic import write_text_atomic
-from reports.identity import run_time
+from detect_caches._version import __version__
+from detect_caches.detector.carveouts import launch_note
+from detect_caches.detector.levels import Detection
+from detect_caches.device import DeviceFacts
+from detect_caches.errors import InputError
+from detect_caches.safe_read import read_json_bounded
+from detect_caches.reports import carveout_json
+from detect_caches.reports.atomic import write_text_atomic
+from detect_caches.reports.identity import run_time
 
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
-TOOL = {"name": "detect-caches", "version": "0.2.0"}
+TOOL = {"name": "detect-caches", "version": __version__}
 LEVEL_NAME = re.compile(r"^(L\d{1,2}(\.\d{1,2})?( near)?|Infinity Cache|HBM|DRAM)$")
 SCOPES = ("per_cu", "per_xcd", "device")
 # optional numeric level fields: lowest value (exclusive where marked), whether an integer, highest

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from measure.errors import DetectCachesError, InputError
-from reports.result_json import read_result
+from detect_caches.errors import DetectCachesError, InputError
+from detect_caches.reports.result_json import read_result
 
 MAX_FILES = 20000
 MAX_DEPTH = 16

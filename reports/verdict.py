@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from measure.errors import InputError
+from detect_caches.errors import InputError
 
 FAIL_ON = ("worse", "any")
 QUANTITIES = ("level", "capacity", "bandwidth", "latency", "line", "sector")

@@ -49,7 +49,7 @@ def _round(nbytes: float, unit: int) -> int:
 
 def fall_end(level: dict) -> float:
     """Working set over capacity where the level's hit rate has fallen below 5% (at most 8)."""
-    from measure.sim_model import SimLevel, hit_rate
+    from detect_caches.measure.sim.model import SimLevel, hit_rate
     keys = ("transition", "width", "tail_hit", "tail_power", "decline_power", "collapse_ratio")
     sim = SimLevel(level["name"], 1.0, 1, **{k: level[k] for k in keys if k in level})
     return next((r for r in np.geomspace(1.0, 8.0, 200) if hit_rate(r, sim) < 0.05), 8.0)

@@ -4,11 +4,11 @@ import copy
 import functools
 import json
 
-from measure.records import MeasurementLog
-from measure.session import SessionOptions
-from measure.simulated import SimulatedGPU, parse_profile
-from pipeline.api import sweep_and_detect
-from reports.result_json import build_result
+from detect_caches.records import MeasurementLog
+from detect_caches.measure.session import SessionOptions
+from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+from detect_caches.pipeline.api import sweep_and_detect
+from detect_caches.reports.result_json import build_result
 from sim_profiles import ACCURACY_PROFILES
 
 

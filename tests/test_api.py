@@ -11,7 +11,7 @@ import pytest
 
 import detect_caches
 from detect_caches import Result, analyze, characterize, compare
-from measure.errors import InputError
+from detect_caches.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ def test_progress_off_a_terminal_is_a_line_per_stage(tmp_path):
 
 
 def test_plot_axes_read_in_binary_sizes_and_the_legend_names_each_line(run):
-    from reports.plot import binary_ticks, build_figure, tick_label
+    from detect_caches.reports.plot import binary_ticks, build_figure, tick_label
     ticks = binary_ticks(8 * 1024, 3 * 2**30)
     assert all(t == 2 ** round(__import__("math").log2(t)) for t in ticks) and len(ticks) <= 9
     assert [tick_label(t) for t in binary_ticks(16 * 1024, 4 * 2**20)] == \
@@ -113,8 +113,8 @@ def test_plot_axes_read_in_binary_sizes_and_the_legend_names_each_line(run):
 
 def test_the_measuring_thread_takes_the_interpreter_back_within_20_us():
     # a timed launch queued late behind another thread's Python spoils the fit (see api.py)
-    from measure.simulated import SimulatedGPU, load_profile
-    from pipeline.api import SWITCH_INTERVAL_S, characterize
+    from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
+    from detect_caches.pipeline.api import SWITCH_INTERVAL_S, characterize
     seen = []
 
     class Spy(SimulatedGPU):

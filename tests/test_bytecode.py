@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import bytecode
+from detect_caches.pipeline import bytecode
 
 ROOT = Path(__file__).resolve().parents[1]
 
 IMPORT = """
 import sys, json
 sys.path.insert(0, {root!r}); sys.path.insert(0, {lib!r})
-from pipeline import bytecode
+from detect_caches.pipeline import bytecode
 finder = bytecode.install()
 import pkg.mod, pkg.compiled
 assert bytecode.flush(10), "the cache files were not written in time"

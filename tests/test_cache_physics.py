@@ -12,9 +12,9 @@ from scipy.optimize import brentq
 from scipy.stats import binom
 
 from cache_physics import Cache, hit_rate, hit_rates, hit_table, line_sets
-from measure.errors import InputError
-from measure.launch import LaunchConfig
-from measure.simulated import SimulatedGPU, parse_profile
+from detect_caches.errors import InputError
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
 from set_replacement import random_hit_rates, set_hit_rates, tree_plru_passes
 
 

@@ -10,11 +10,11 @@ import statistics
 
 import pytest
 
-from measure.records import MeasurementLog
-from measure.session import SessionOptions
-from measure.sim_profile import BUILTIN_PROFILES
-from measure.simulated import SimulatedGPU, load_profile, parse_profile
-from pipeline.api import sweep_and_detect
+from detect_caches.records import MeasurementLog
+from detect_caches.measure.session import SessionOptions
+from detect_caches.measure.sim.profile import BUILTIN_PROFILES
+from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile, parse_profile
+from detect_caches.pipeline.api import sweep_and_detect
 from sim_profiles import ACCURACY_PROFILES, KIB, MIB
 
 SEEDS = range(8)

@@ -10,20 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from measure.errors import InputError
-from measure.simulated import SimulatedGPU, load_profile, parse_profile
-from pipeline.api import Options, characterize, compare
-from reports.carveout_cause import carveout_cause, run_carveout_kib
-from reports.history import build_history
-from reports.result_json import read_result, validate_result
+from detect_caches.errors import InputError
+from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile, parse_profile
+from detect_caches.pipeline.api import Options, characterize, compare
+from detect_caches.reports.carveout_cause import carveout_cause, run_carveout_kib
+from detect_caches.reports.history import build_history
+from detect_caches.reports.result_json import read_result, validate_result
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_H200 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
+OLD_H200 = H200 / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
 KIB = 1024
 
 
 def h200_spec(default_carveout_kib: int = 32) -> dict:
-    spec = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    spec = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     spec["default_carveout_kib"] = default_carveout_kib
     spec["levels"][0]["capacity_bytes"] = (256 - default_carveout_kib - 3) * KIB
     return spec
@@ -67,7 +68,7 @@ def test_bandwidth_and_other_levels_still_drift(pair):
 
 
 def _tb(res):
-    from reports.fmt import fmt_gbs
+    from detect_caches.reports.fmt import fmt_gbs
     return fmt_gbs(res["levels"][0]["bandwidth_gbs"])
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from detect_caches import main
-from detector.carveouts import analyze_carveouts
-from measure.carveout import implied_carveout_kib, preference_pct, supported_carveouts
-from measure.carveout_sweep import BUDGET, EDGE_BELOW, EDGE_POINTS, GRANULE_BYTES
-from measure.device import DeviceFacts
-from measure.reader import read_measurements
-from measure.simulated import SimulatedGPU, load_profile, parse_profile
-from pipeline.api import Options, analyze, characterize
+from detect_caches.detector.carveouts import analyze_carveouts
+from detect_caches.carveout import implied_carveout_kib, preference_pct, supported_carveouts
+from detect_caches.measure.carveout_sweep import BUDGET, EDGE_BELOW, EDGE_POINTS, GRANULE_BYTES
+from detect_caches.device import DeviceFacts
+from detect_caches.reader import read_measurements
+from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile, parse_profile
+from detect_caches.pipeline.api import Options, analyze, characterize
 
 KIB = 1024
 DATA = Path(__file__).resolve().parent / "data" / "h200-carveouts"

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detector.analyze import detect_levels
-from measure.device import DeviceFacts
-from measure.launch import LaunchConfig
-from measure.records import Measurement, MeasurementLog
-from measure.sweep import AdaptiveSweep, SweepPlan
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.records import Measurement, MeasurementLog
+from detect_caches.measure.sweep import AdaptiveSweep, SweepPlan
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 KIB = 1024
@@ -42,10 +43,10 @@ def synthetic(size: int) -> float:
 
 
 def real_h200(run: str):
-    """The private sweep of a real H200 run (examples/h200/2026-11-30/...): each size answered
+    """The private sweep of a real H200 run (tests/data/h200-runs.tar.xz: 2026-11-30/...): each size answered
     with the median reading of the nearest size measured there."""
     pts: dict[int, list[float]] = {}
-    for r in csv.DictReader((ROOT / "examples/h200/2026-11-30" / run / "measurements.csv").open()):
+    for r in csv.DictReader((H200 / "2026-11-30" / run / "measurements.csv").open()):
         if r["sweep"] == "private" and r["bandwidth_gbs"] and r["phase"] != "peak":
             pts.setdefault(int(r["stream_bytes"]), []).append(float(r["bandwidth_gbs"]))
     sizes = np.array(sorted(pts))

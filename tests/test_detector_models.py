@@ -4,10 +4,10 @@ import math
 import numpy as np
 import pytest
 
-from detector.capacity import estimate_capacity
-from detector.levels import Level
-from detector.peaks import attach_peaks
-from measure.records import Measurement
+from detect_caches.detector.capacity import estimate_capacity
+from detect_caches.detector.levels import Level
+from detect_caches.detector.peaks import attach_peaks
+from detect_caches.records import Measurement
 
 KIB = 1024
 
@@ -52,7 +52,7 @@ def test_one_slow_point_is_not_a_cliff():
 def test_each_shape_reads_its_own_capacity(shape, params, onset):
     """Points drawn from each of the simulator's fall shapes (noise 0.5%): the capacity within 2%
     of the C that drew them, and the fall named by a model of that shape."""
-    from measure.sim_model import SimLevel, hit_rate
+    from detect_caches.measure.sim.model import SimLevel, hit_rate
     rng = np.random.default_rng(5)
     cap = 100 * KIB
     lv = SimLevel("L1", 30000.0, cap, "per_cu", shape, **params)

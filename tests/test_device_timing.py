@@ -3,10 +3,10 @@ single-wave arithmetic, the refusal, and the conversion of clock readings to ban
 import numpy as np
 import pytest
 
-from measure.device import DeviceFacts
-from measure.launch import ClockTiming, LaunchConfig
-from measure.occupancy import KernelResources, NotOneWaveError, check_single_wave, programs_per_cu
-from measure.point import PointMeter, PointPolicy
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.launch import ClockTiming, LaunchConfig
+from detect_caches.measure.occupancy import KernelResources, NotOneWaveError, check_single_wave, programs_per_cu
+from detect_caches.measure.point import PointMeter, PointPolicy
 
 H200 = DeviceFacts(name="H200", compute_units=132, threads_per_cu=2048, registers_per_cu=65536,
                    shared_bytes_per_cu=233472, sm_clock_max_mhz=1980)
@@ -67,5 +67,5 @@ def test_spread_repeats_are_remeasured_then_flagged_and_a_lost_wave_is_rejected(
     assert {"remeasured", "noisy"} <= noisy.flag_set
     lost = PointMeter(ClockStub(9000.0, gave_up=3), PointPolicy(timing="device")).measure(cfg, 16384, phase="coarse")
     assert "not_one_wave" in lost.flag_set
-    from measure.records import REJECTED_FLAGS
+    from detect_caches.records import REJECTED_FLAGS
     assert "not_one_wave" in REJECTED_FLAGS

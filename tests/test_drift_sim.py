@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.compare import compare_results
+from detect_caches.reports.compare import compare_results
 from sim_profiles import ACCURACY_PROFILES
 from sim_runs import run_profile
 
@@ -80,7 +80,7 @@ def _env() -> dict:
 
 
 def test_node_flags_exactly_the_gpu_with_a_5_percent_smaller_l2(tmp_path):
-    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     data["levels"][1]["capacity_bytes"] = int(data["levels"][1]["capacity_bytes"] * (1 - CHANGE))
     small = tmp_path / "h200-l2-5pct.json"
     small.write_text(json.dumps(data))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from measure import early
+from detect_caches.measure.gpu import early
 
 ROOT = Path(__file__).resolve().parents[1]
 

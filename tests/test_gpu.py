@@ -10,7 +10,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def gpu():
-    from measure.gpu import TritonGPU
+    from detect_caches.measure.gpu.triton_gpu import TritonGPU
     return TritonGPU(0)
 
 
@@ -18,8 +18,8 @@ def gpu():
 @pytest.mark.parametrize("block", [256, 2048])
 def test_kernel_sums_on_gpu(flavour, block):
     import torch
-    from measure.kernel import stream_load_kernel
-    from measure.kernel_meta import flavour_code
+    from detect_caches.measure.gpu.kernel import stream_load_kernel
+    from detect_caches.measure.kernel_meta import flavour_code
     vendor = "amd" if torch.version.hip else "nvidia"
     programs, elems, iters = 7, 256 * 9, 3
     x = torch.rand(programs * elems, device="cuda")
@@ -33,8 +33,8 @@ def test_kernel_sums_on_gpu(flavour, block):
 
 def test_compiled_loads_are_16_bytes_and_in_the_loop():
     import torch
-    from measure.kernel import stream_load_kernel
-    from measure.kernel_meta import flavour_code
+    from detect_caches.measure.gpu.kernel import stream_load_kernel
+    from detect_caches.measure.kernel_meta import flavour_code
     if torch.version.hip:
         pytest.skip("PTX check is NVIDIA's; the AMDGCN check runs on the CPU (cross-compiled)")
     x = torch.rand(132 * 4096, device="cuda")
@@ -46,8 +46,8 @@ def test_compiled_loads_are_16_bytes_and_in_the_loop():
 
 def test_time_scales_with_load_iters(gpu):
     """Loads are neither hoisted nor elided: time grows linearly with load_iters."""
-    from measure.launch import LaunchConfig
-    from measure.regression import fit_load_iterations
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.regression import fit_load_iterations
     cfg = LaunchConfig("shared", gpu.facts.compute_units * 4, 1024, 8, 1, "l2only")
     iters = [8, 16, 24, 32]
     ms = np.median(gpu.time_launches(cfg, 256 * 64, iters, 5), axis=1)
@@ -57,8 +57,8 @@ def test_time_scales_with_load_iters(gpu):
 
 
 def test_point_is_below_physical_ceiling(gpu):
-    from measure.launch import LaunchConfig
-    from measure.point import PointMeter
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.point import PointMeter
     meter = PointMeter(gpu)
     cfg = LaunchConfig("private", gpu.facts.compute_units, 2048, 8, 1, "cached")
     m = meter.measure(cfg, 16 * 1024, phase="coarse")
@@ -78,7 +78,7 @@ def test_device_facts(gpu):
 def test_rows_follow_sm_ids():
     """ROW_BY_SM: each program sums the row of the SM it ran on (an existing row, whole)."""
     import torch
-    from measure.kernel import stream_load_kernel
+    from detect_caches.measure.gpu.kernel import stream_load_kernel
     if torch.version.hip:
         pytest.skip("SM-id rows are NVIDIA-only")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -95,9 +95,9 @@ def test_rows_follow_sm_ids():
 
 def test_interleaved_shared_rows_sum_on_gpu():
     import torch
-    from measure.kernel import stream_load_kernel
-    from measure.kernel_meta import flavour_code
-    from measure.launch import LaunchConfig
+    from detect_caches.measure.gpu.kernel import stream_load_kernel
+    from detect_caches.measure.kernel_meta import flavour_code
+    from detect_caches.measure.launch import LaunchConfig
     vendor = "amd" if torch.version.hip else "nvidia"
     programs, rows, block, elems = 8, 4, 1024, 256 * 9
     cfg = LaunchConfig("shared", programs, block, 4, 1, "l2only", interleave=True, row_share=programs // rows)
@@ -115,8 +115,8 @@ def test_interleaved_shared_rows_sum_on_gpu():
 def test_in_kernel_clock_agrees_with_events_inside_l2(gpu):
     """Warm-up, grid barrier, clock reads: every program met at the barrier, started together,
     and the bandwidth agrees with the event regression at the same point."""
-    from measure.launch import LaunchConfig
-    from measure.point import PointMeter, PointPolicy
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.point import PointMeter, PointPolicy
     cfg = LaunchConfig("shared", gpu.facts.compute_units * 4, 1024, 8, 1, "l2only")
     stream = (16 << 20) // cfg.programs // 1024 * 1024
     events = PointMeter(gpu).measure(cfg, stream, phase="coarse")
@@ -129,8 +129,8 @@ def test_in_kernel_clock_agrees_with_events_inside_l2(gpu):
 
 
 def test_in_kernel_timing_refuses_a_second_wave(gpu):
-    from measure.launch import LaunchConfig
-    from measure.occupancy import NotOneWaveError
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.occupancy import NotOneWaveError
     cfg = LaunchConfig("shared", gpu.facts.compute_units * 16, 1024, 8, 1, "l2only")
     with pytest.raises(NotOneWaveError, match="one wave"):
         gpu.time_in_kernel(cfg, 256 * 4, 1, 2, 1)
@@ -142,7 +142,7 @@ def test_chase_walks_the_chain_on_gpu(gpu):
     """The kernel follows the chain the device built: after k timed hops it stands where a walk
     of the same chain on the host stands."""
     import torch
-    from measure.chains import ChainSpec
+    from detect_caches.measure.chains import ChainSpec
     spec = ChainSpec(1000, 64, seed=5)
     warm, _ = spec.walk()
     gpu.time_chase(spec, warm, [37], 1)
@@ -153,7 +153,7 @@ def test_chase_walks_the_chain_on_gpu(gpu):
     for _ in range(37):
         p = int(host[(p - base) // 8])
     out = torch.zeros(3, dtype=torch.int64, device="cuda")
-    from measure.chase import chase_kernel
+    from detect_caches.measure.gpu.chase import chase_kernel
     chase_kernel[(1,)](base + int(order[0]) * 64, out, warm, 37, L2ONLY=False,
                        CLOCK=0 if not torch.version.hip else 1, ASM=0 if torch.version.hip else 1, num_warps=1)
     assert int(out[2].item()) == p
@@ -162,8 +162,8 @@ def test_chase_walks_the_chain_on_gpu(gpu):
 def test_chase_l1_hit_is_fast_and_clocks_agree(gpu):
     """A chain in L1: tens of ns per hop; the device timer, the cycle counter (at the SM clock read
     during the run) and the load-iteration regression agree."""
-    from measure.chains import ChainSpec
-    from measure.latency import LatencyMeter
+    from detect_caches.measure.chains import ChainSpec
+    from detect_caches.measure.latency import LatencyMeter
     m = LatencyMeter(gpu).measure_chain(ChainSpec(512), phase="coarse")
     assert 5 < m.latency_ns < 60, m.latency_ns
     assert abs(m.slope_ms * 1e6 / m.latency_ns - 1) < 0.1      # regression against the timer
@@ -174,7 +174,7 @@ def test_chase_l1_hit_is_fast_and_clocks_agree(gpu):
 
 def test_chase_ptx_has_no_index_arithmetic():
     import torch
-    from measure.chase import chase_kernel
+    from detect_caches.measure.gpu.chase import chase_kernel
     if torch.version.hip:
         pytest.skip("PTX check")
     buf = torch.zeros(8, dtype=torch.int64, device="cuda")
@@ -193,8 +193,8 @@ def test_precompile_builds_the_variants_the_launches_then_use(tmp_path, monkeypa
     import os
     import time
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))      # nothing cached from earlier runs
-    from measure.gpu import TritonGPU
-    from measure.launch import LaunchConfig
+    from detect_caches.measure.gpu.triton_gpu import TritonGPU
+    from detect_caches.measure.launch import LaunchConfig
     dev = TritonGPU(0)
     cus = dev.facts.compute_units
     first = LaunchConfig("shared", cus * 4, 1024, 8, 1, "l2only")
@@ -221,8 +221,8 @@ def test_transfer_probe_sees_the_l2_sector(gpu):
     the L2's transfer unit (32-byte sectors on NVIDIA since Volta) and stay flat past it."""
     import time
     import torch
-    from detector.latency import transfer_unit
-    from measure.transfer import measure_transfer, probe_specs
+    from detect_caches.detector.latency import transfer_unit
+    from detect_caches.measure.transfer import measure_transfer, probe_specs
     if torch.version.hip:
         pytest.skip("the unit AMD's L2 hands to the vL1D is not documented here")
     specs = probe_specs((gpu.facts.l2_bytes_reported or 40 << 20) / 2, gpu.facts.compute_units)
@@ -236,9 +236,9 @@ def test_a_carveout_shrinks_the_l1_and_the_default_comes_back(gpu, timing):
     """NVIDIA sm_80 on: 64 KiB per SM streams from the L1 under the driver's default carveout but
     not under the largest one; asking for the default again restores it (issue 23). The kernel's
     shared memory per block is read from its compiled metadata."""
-    from measure.carveout import supported_carveouts
-    from measure.launch import LaunchConfig
-    from measure.point import PointMeter, PointPolicy
+    from detect_caches.carveout import supported_carveouts
+    from detect_caches.measure.launch import LaunchConfig
+    from detect_caches.measure.point import PointMeter, PointPolicy
     steps = supported_carveouts(gpu.facts)
     if not steps or int(gpu.facts.arch[3:]) < 80:
         pytest.skip("no shared memory carved out of a large enough L1 here")

@@ -1,4 +1,4 @@
-"""The analysis of a real H200 run (examples/h200: the 2026-11-30 check, card GPU-81f202f8, its
+"""The analysis of a real H200 run (tests/data/h200-runs.tar.xz: the 2026-11-30 verify call, card GPU-81f202f8, its
 measurements.csv and device facts) states the figures that run showed; gpu-benches on H200s of
 the same machine put the L1 at 17.2-17.3 ns, the near L2 at 143 ns to ~27 MiB, a far half at
 230-240 ns from 37 to ~51 MiB and memory at 334-349 ns."""
@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from detector.analyze import detect_levels
-from measure.device import load_device_json
-from measure.reader import read_measurements
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import load_device_json
+from detect_caches.reader import read_measurements
+from h200_runs import H200
 
-RUN = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30" / "verify" / "bench"
+RUN = H200 / "2026-11-30" / "verify" / "bench"
 KIB, MIB = 1024, 1024 * 1024
 
 
@@ -34,7 +35,7 @@ def test_h200_levels_latencies_and_l2_halves(run):
     assert by["L2"].line_bytes == 128
 
 
-FINAL = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30" / "final"
+FINAL = H200 / "2026-11-30" / "final"
 
 
 CLIFF = "cliff, then partial hits"
@@ -60,7 +61,7 @@ def test_h200_l1_cliff_at_221_kib_after_the_walk(run, shape):
 @pytest.mark.parametrize("run", ["run1", "run2", "run3"])
 def test_h200_l2_sector_is_32_bytes_by_stride_bandwidth(run):
     """The L2's transfer unit from the stride probe of each full run of that call."""
-    from detector.latency import attach_lines
+    from detect_caches.detector.latency import attach_lines
     path = FINAL / "bench" / run
     records = read_measurements(path / "measurements.csv")
     det = detect_levels(records, load_device_json(path / "result.json"))
@@ -70,7 +71,7 @@ def test_h200_l2_sector_is_32_bytes_by_stride_bandwidth(run):
     assert (by["L1"].line_bytes, by["L1"].sector_bytes) == (128, 32)
 
 
-FIFTH = Path(__file__).resolve().parents[1] / "examples" / "h200" / "2026-11-30"
+FIFTH = H200 / "2026-11-30"
 
 
 @pytest.mark.parametrize("run", [f"{call}/after/{r}" for call in ("final5b", "final5c")

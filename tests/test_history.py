@@ -10,14 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from measure.errors import InputError
-from pipeline.api import resolve_baseline
-from reports.compare import compare_results
-from reports.result_json import read_result
+from detect_caches.errors import InputError
+from detect_caches.pipeline.api import resolve_baseline
+from detect_caches.reports.compare import compare_results
+from detect_caches.reports.result_json import read_result
 from sim_runs import run_profile
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_H200 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
+OLD_H200 = H200 / "2026-11-29-v1" / "result.json"     # a real H200 run, schema 1
 
 
 def cli(*args, cwd=None):
@@ -144,3 +145,26 @@ def test_main_job_with_a_baseline_folder(tmp_path):
     assert "| L2 (device) | capacity |" in out and "Result: no drift." in out
     data = json.loads((tmp_path / "runs" / "second" / "result.json").read_text())
     assert data["comparison"]["drift"] is False
+
+
+def test_history_and_fleet_through_the_api_as_on_the_command_line(tmp_path):
+    """`from detect_caches import history, fleet`: the reports the commands print, their files
+    written into a new folder, and the verdict the commands turn into their exit code."""
+    from detect_caches import fleet, history
+    runs = tmp_path / "runs"
+    _write(runs / "a", _run("GPU-1", "2026-01-05T10:00:00+0000", "580.159.04"))
+    _write(runs / "b", _run("GPU-1", "2026-02-05T10:00:00+0000", "590.44.01", l1=0.93, seed=100))
+    h = history(runs, out=tmp_path / "hist", capacity_tol="3%")
+    assert h.drift and not h.skipped
+    assert {p.name for p in (tmp_path / "hist").iterdir()} == {"history.md", "history.json", "history.png"}
+    code, out, _ = cli("history", runs)
+    assert code == 1 and out.strip() == h.markdown().strip()
+    other = _write(tmp_path / "other" / "x", _run("GPU-2", "2026-02-05T11:00:00+0000", "590.44.01", seed=7))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "result.json").write_text("{")
+    said: list[str] = []
+    report = fleet([runs / "b", other, tmp_path / "broken"], out=tmp_path / "fleet", said=said)
+    assert len(report.results) == 2 and report.failed and any("broken" in line for line in said)
+    assert {p.name for p in (tmp_path / "fleet").iterdir()} == {"fleet.md", "fleet.json", "fleet.csv", "fleet.png"}
+    with pytest.raises(InputError, match="ambiguous"):
+        history(runs, capacity_tol=3)

@@ -10,7 +10,7 @@ from cross import run_cross
                                          (8192, 256 * 41)])
 def test_interpreter_sums_match_numpy(flavour, block, elems):
     import torch
-    from measure.kernel import stream_load_kernel
+    from detect_caches.measure.gpu.kernel import stream_load_kernel
     programs, iters = 3, 2
     rng = np.random.default_rng(block + elems)
     x = torch.tensor(rng.random(programs * elems, dtype=np.float32))
@@ -26,8 +26,8 @@ CROSS = r"""
 import json, re, triton
 from triton.compiler import ASTSource
 from triton.backends.compiler import GPUTarget
-from measure.kernel import stream_load_kernel, stream_load_timed_kernel, strided_load_kernel
-from measure.kernel_meta import DEVICE_CLOCKS, flavour_code
+from detect_caches.measure.gpu.kernel import stream_load_kernel, stream_load_timed_kernel, strided_load_kernel
+from detect_caches.measure.kernel_meta import DEVICE_CLOCKS, flavour_code
 sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "stream_elems": "i32", "load_iters": "i32", "row_count": "i32",
        "BLOCK_SIZE": "constexpr", "LOAD": "constexpr", "ROW_BY_SM": "constexpr", "INTERLEAVE": "constexpr"}
 tsig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "t_ptr": "*i64", "sync_ptr": "*i32", "stream_elems": "i32", "warm_iters": "i32",
@@ -85,7 +85,7 @@ def test_gfx942_loads(compiled_loads, load, bits, inter):
 
 def test_gfx942_l2only_bypasses_l1(compiled_loads):
     """l2only on AMD is `.cv`: system scope (sc0 sc1), which misses the vL1D."""
-    from measure.kernel_meta import flavour_code
+    from detect_caches.measure.kernel_meta import flavour_code
     loads = compiled_loads[f"gfx942/{flavour_code('l2only', 'amd')}/0"]
     assert all("sc0" in l and "sc1" in l for l in loads)
 
@@ -115,8 +115,8 @@ def test_timed_kernel_reads_the_clock_around_the_measured_loads(compiled_loads, 
 def test_interpreter_interleaved_and_shared_rows(block, elems, rows, programs):
     """INTERLEAVE: chunk c of row r sits at slot c * rows + r; programs share rows (pid % rows)."""
     import torch
-    from measure.kernel import stream_load_kernel
-    from measure.launch import LaunchConfig
+    from detect_caches.measure.gpu.kernel import stream_load_kernel
+    from detect_caches.measure.launch import LaunchConfig
     chunks = -(-elems // block)
     cfg = LaunchConfig("shared", programs, block, 4, 1, "cached", interleave=True, row_share=programs // rows)
     assert cfg.buffer_elems(1, elems) == rows * chunks * block
@@ -145,7 +145,7 @@ def test_interpreter_strided_sums(n_slots, stride, iters, programs):
     """Program p, iteration i, lane l reads word ((p + i x programs) x BLOCK + l) mod n_slots
     (a power of two), stride elements apart: every word of the set in turn, in order."""
     import torch
-    from measure.kernel import strided_load_kernel
+    from detect_caches.measure.gpu.kernel import strided_load_kernel
     block = 64
     rng = np.random.default_rng(n_slots)
     x = torch.tensor(rng.random(n_slots * stride, dtype=np.float32))

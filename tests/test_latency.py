@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from cross import run_cross
 
-from measure.chains import ChainSpec, build_host_chain, is_one_cycle, walk_host_chain
+from detect_caches.measure.chains import ChainSpec, build_host_chain, is_one_cycle, walk_host_chain
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 KIB, MIB = 1024, 1024 * 1024
@@ -29,7 +30,7 @@ def test_interpreter_kernel_walks_the_chain():
     """The Triton kernel (in the interpreter) stands where a host walk of the same chain stands,
     after the warm-up and the timed hops: every hop follows the chain."""
     import torch
-    from measure.chase import chase_kernel
+    from detect_caches.measure.gpu.chase import chase_kernel
     spec = ChainSpec(97, 64, seed=3)
     buf = torch.zeros(spec.span_bytes // 8, dtype=torch.int64)
     base = buf.data_ptr()
@@ -55,7 +56,7 @@ CROSS = r"""
 import json, re, triton
 from triton.compiler import ASTSource
 from triton.backends.compiler import GPUTarget
-from measure.chase import chase_kernel
+from detect_caches.measure.gpu.chase import chase_kernel
 sig = {"start": "i64", "out_ptr": "*i64", "warm_hops": "i32", "hops": "i32", "L2ONLY": "constexpr",
        "CLOCK": "constexpr", "ASM": "constexpr"}
 out = {}
@@ -97,11 +98,11 @@ def test_gfx942_hop_is_a_global_load(chase_code):
 # -- on the simulator ---------------------------------------------------------------------------
 
 def _run(name):
-    from detector.analyze import detect_levels
-    from detector.latency import attach_lines, probe_targets
-    from measure.records import MeasurementLog
-    from measure.session import SessionOptions, characterize, measure_latency, probe_latency_lines
-    from measure.simulated import SimulatedGPU, load_profile
+    from detect_caches.detector.analyze import detect_levels
+    from detect_caches.detector.latency import attach_lines, probe_targets
+    from detect_caches.records import MeasurementLog
+    from detect_caches.measure.session import SessionOptions, characterize, measure_latency, probe_latency_lines
+    from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
     prof = load_profile(name)
     log = MeasurementLog(None)
     opts = SessionOptions()
@@ -142,7 +143,7 @@ def test_mi300x_latencies_recovered():
 
 def test_analyze_reads_latency_rows(tmp_path):
     """A CSV of latency rows only (metric=latency, latency_ns, no bandwidth) next to bandwidth rows."""
-    from measure.reader import read_measurements
+    from detect_caches.reader import read_measurements
     p = tmp_path / "m.csv"
     rows = ["sweep,working_set_bytes,bandwidth_gbs,metric,latency_ns"]
     rows += [f"chase,{kib * 1024},,latency,{17.0 if kib < 200 else 140.0}" for kib in (16, 32, 64, 128, 256, 512, 1024)]
@@ -180,10 +181,10 @@ def test_far_l2_half_found_on_a_real_h200_latency_curve(monkeypatch, seed):
     bisected only the 80% and 20% crossings of that fall and never sampled the far half."""
     import dataclasses
     import math
-    from detector.analyze import detect_levels
-    from measure.records import MeasurementLog
-    from measure.session import SessionOptions, characterize, measure_latency
-    from measure.simulated import SimulatedGPU, load_profile
+    from detect_caches.detector.analyze import detect_levels
+    from detect_caches.records import MeasurementLog
+    from detect_caches.measure.session import SessionOptions, characterize, measure_latency
+    from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
     lx, ly = _real_h200_curve()
     model = SimulatedGPU.chase_ns
 
@@ -212,15 +213,15 @@ def test_far_l2_half_found_on_a_real_h200_latency_curve(monkeypatch, seed):
 # -- the transfer unit (measure.transfer): words read per second by stride, L1 skipped ------------
 
 def _h200_strides(span: str) -> dict[int, float]:
-    """The exploration on a real H200 (examples/h200/2026-11-30/check/sector.json), as GB/s of
+    """The exploration on a real H200 (2026-11-30/check/sector.json in tests/data/h200-runs.tar.xz), as GB/s of
     words read, the figure the probe records."""
-    rows = json.loads((ROOT / "examples/h200/2026-11-30/check/sector.json").read_text())
+    rows = json.loads((H200 / "2026-11-30" / "check" / "sector.json").read_text())
     return {r["stride_bytes"]: r["gloads_per_s"] * 4 for r in rows if r["level"] == span and r["stride_bytes"] >= 8}
 
 
 @pytest.mark.parametrize("span", ["L2 (.cg)", "L2 (.cg) 2 MiB"])
 def test_transfer_unit_of_a_real_h200_l2_is_32_bytes(span):
-    from detector.latency import transfer_unit
+    from detect_caches.detector.latency import transfer_unit
     assert transfer_unit(_h200_strides(span)) == 32
 
 
@@ -231,7 +232,7 @@ def test_transfer_unit_of_a_real_h200_l2_is_32_bytes(span):
     ({8: 1000, 16: 520, 32: 510, 64: 300, 128: 290}, 16),
 ])
 def test_transfer_unit_rule(rates, unit):
-    from detector.latency import transfer_unit
+    from detect_caches.detector.latency import transfer_unit
     assert transfer_unit(rates) == unit
 
 
@@ -241,11 +242,11 @@ def test_simulated_l2_sector_recovered_beside_what_a_miss_brings(sector, miss, s
     """The simulated H200 with its L2 handing out `sector` bytes (and a miss bringing `miss`
     from memory): the L2's sector is the transfer unit, whatever the chase sees; the stride probe
     adds no point to the shared curve."""
-    from detector.analyze import detect_levels
-    from detector.latency import attach_lines, probe_targets
-    from measure.records import MeasurementLog
-    from measure.session import SessionOptions, characterize, measure_latency, probe_latency_lines
-    from measure.simulated import SimulatedGPU, load_profile
+    from detect_caches.detector.analyze import detect_levels
+    from detect_caches.detector.latency import attach_lines, probe_targets
+    from detect_caches.records import MeasurementLog
+    from detect_caches.measure.session import SessionOptions, characterize, measure_latency, probe_latency_lines
+    from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
     import dataclasses
     prof = load_profile("h200")
     levels = [dataclasses.replace(lv, sector_bytes=sector, miss_bytes=miss) if lv.name == "L2" else lv

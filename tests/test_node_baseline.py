@@ -20,7 +20,7 @@ def _env() -> dict:
 
 def profiles(folder: Path, n: int, *, seed: int, small: int | None = None) -> str:
     """A comma list of n H200 profiles measured with ``seed``; GPU ``small`` with a 5% smaller L2."""
-    spec = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    spec = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     out = []
     for i in range(n):
         data = json.loads(json.dumps(spec))
@@ -122,8 +122,8 @@ def test_torchrun_fleet_with_a_folder_baseline(tmp_path):
 
 
 def test_the_api_compares_each_gpu_with_its_own_baseline_before_measuring(tmp_path):
-    from measure.errors import InputError
-    from pipeline.api import characterize
+    from detect_caches.errors import InputError
+    from detect_caches.pipeline.api import characterize
     runs = tmp_path / "runs"
     assert node("--simulate", profiles(tmp_path, 4, seed=1), "--out", runs / "before", *FAST, "--quiet",
                 cwd=tmp_path).returncode == 0
@@ -147,7 +147,7 @@ def test_the_api_compares_each_gpu_with_its_own_baseline_before_measuring(tmp_pa
         def __getattr__(self, name):
             calls.append(name)
             return getattr(self.device, name)
-    from pipeline.api import open_device
+    from detect_caches.pipeline.api import open_device
     with pytest.raises(InputError, match="levels must be a non-empty list"):
         characterize(device=Spy(open_device(0, "h200")), baseline={"schema_version": 3, "device": {"name": "x"},
                                                                     "levels": []})

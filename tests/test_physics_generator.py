@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from cache_physics import INDEXINGS
-from measure.simulated import parse_profile
+from detect_caches.measure.sim.simulated import parse_profile
 from physics_generator import draw_gpu, expected_levels
 from set_replacement import POLICIES
 

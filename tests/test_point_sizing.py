@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from measure.device import DeviceFacts
-from measure.launch import LaunchConfig
-from measure.point import PointMeter, PointPolicy
+from detect_caches.device import DeviceFacts
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.measure.point import PointMeter, PointPolicy
 
 H200 = DeviceFacts(name="H200", compute_units=132, sm_clock_max_mhz=1980)
 CONFIG = LaunchConfig("shared", 528, 1024, 8, 1, "l2only")

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from detector.analyze import detect_levels
-from measure.device import DeviceFacts
-from measure.errors import InputError
-from measure.reader import read_measurements
-from measure.records import Measurement
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import DeviceFacts
+from detect_caches.errors import InputError
+from detect_caches.reader import read_measurements
+from detect_caches.records import Measurement
+from h200_runs import H200
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -60,7 +61,7 @@ def test_analyzer_never_crashes(points, sweep):
 
 def test_row_without_a_figure_is_left_out(tmp_path):
     """A point whose regression gave no positive slope is written with an empty bandwidth_gbs
-    (a real H200 run did this: examples/h200/2026-11-30/session/node/gpu1); the tool's own CSV
+    (a real H200 run did this: 2026-11-30/session/node/gpu1 in tests/data/h200-runs.tar.xz); the tool's own CSV
     must read back, the row left out with a warning, not refused."""
     p = tmp_path / "m.csv"
     p.write_text("sweep,working_set_bytes,bandwidth_gbs,flags\nshared,1048576,8000.5,\n"
@@ -73,7 +74,7 @@ def test_row_without_a_figure_is_left_out(tmp_path):
 
 def test_real_node_csv_with_an_untimed_row_reads():
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "examples/h200/2026-11-30/session/node/gpu1/measurements.csv"
+    path = H200 / "2026-11-30" / "session" / "node" / "gpu1" / "measurements.csv"
     warnings = []
     recs = read_measurements(path, warnings)
     assert len(recs) > 100 and any("left out" in w for w in warnings)

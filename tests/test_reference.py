@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from detector.analyze import detect_levels
-from measure.device import DeviceFacts
-from measure.reader import read_measurements
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.device import DeviceFacts
+from detect_caches.reader import read_measurements
 
 DATA = Path(__file__).parent / "data"
 KIB, MIB = 1024, 1024 * 1024
@@ -175,9 +175,9 @@ def test_rising_tail_is_not_a_level():
 
 def test_report_and_plot_from_reference_data():
     """What a person reads, made from the RX 6900 XT tables (two sweeps, five levels)."""
-    from reports.markdown import render_report
-    from reports.plot import build_figure
-    from reports.result_json import build_result, validate_result
+    from detect_caches.reports.markdown import render_report
+    from detect_caches.reports.plot import build_figure
+    from detect_caches.reports.result_json import build_result, validate_result
     det = analyze("rx6900xt")
     facts = DeviceFacts.from_dict(DEVICES["rx6900xt"])
     result = validate_result(build_result(det, facts, measurements=172, elapsed_s=1.0))

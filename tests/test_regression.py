@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from measure.regression import fit_load_iterations
+from detect_caches.measure.regression import fit_load_iterations
 
 
 def test_exact_line():

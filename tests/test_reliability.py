@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-import detect_caches
+import detect_caches.cli
 from detect_caches import main
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_V1 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"
-H200_CSV = ROOT / "examples" / "h200" / "2026-11-29-v1" / "measurements.csv"
+H200_V1 = H200 / "2026-11-29-v1" / "result.json"
+H200_CSV = H200 / "2026-11-29-v1" / "measurements.csv"
 
 
 def cli(*args, env=None, timeout=120, cwd=None, **kw):
@@ -37,7 +38,7 @@ def one_line_exit_2(proc, needle: str = "") -> None:
 
 
 def _profile(tmp_path: Path, filename="p.json", **changes) -> Path:
-    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     data.update(changes)
     path = tmp_path / filename
     path.write_text(json.dumps(data))
@@ -49,7 +50,7 @@ def _profile(tmp_path: Path, filename="p.json", **changes) -> Path:
 def test_an_internal_error_is_exit_2_with_the_traceback_in_a_file(monkeypatch, capsys):
     def broken(argv):
         raise ZeroDivisionError("division by zero")
-    monkeypatch.setattr(detect_caches, "cmd_compare", broken)
+    monkeypatch.setattr(detect_caches.cli, "cmd_compare", broken)
     code = main(["compare", "a", "b"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "internal error: ZeroDivisionError" in err
@@ -106,7 +107,7 @@ def test_a_full_disk_under_stdout_is_exit_2(tmp_path):
 
 
 def test_a_full_disk_under_out_keeps_the_measurements(tmp_path, monkeypatch, capsys):
-    import reports.atomic as atomic
+    import detect_caches.reports.atomic as atomic
     real = atomic.write_text_atomic
 
     def full(path, text):
@@ -292,7 +293,7 @@ def test_device_json_fields_are_checked(tmp_path, field, value, needle):
 
 
 def test_a_result_that_fails_its_own_schema_is_an_internal_error(tmp_path, monkeypatch, capsys):
-    import reports.result_json as rj
+    import detect_caches.reports.result_json as rj
     real = rj.build_result
 
     def bad(*a, **kw):

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from measure.errors import InputError
+from detect_caches.errors import InputError
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
-H200_V1 = ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json"
+H200_V1 = H200 / "2026-11-29-v1" / "result.json"
 NOBODY = 65534
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                              reason="needs root to plant files as another user")
@@ -41,7 +42,7 @@ def one_line(proc, needle: str, code: int = 2) -> None:
 IMPORT = """
 import sys, json
 sys.path.insert(0, {root!r}); sys.path.insert(0, {lib!r})
-from pipeline import bytecode
+from detect_caches.pipeline import bytecode
 finder = bytecode.install()
 import pkg.mod
 bytecode.flush(10)
@@ -69,7 +70,7 @@ def _import(lib: Path, cache: Path) -> tuple[dict, str]:
 
 def _plant(lib: Path, cache: Path, code: str = "X = 'planted'\n") -> Path:
     """A .pyc with the right header for pkg/mod.py, holding other code, where the cache looks."""
-    from pipeline.bytecode import CachingLoader, _header
+    from detect_caches.pipeline.bytecode import CachingLoader, _header
     src = lib / "pkg" / "mod.py"
     st = src.stat()
     path = Path(type("L", (CachingLoader,), {"root": str(cache)})("pkg.mod", str(src)).cache_path(str(src)))
@@ -138,7 +139,7 @@ def test_a_damaged_entry_is_ignored_and_replaced(lib, tmp_path, payload):
 
 
 def test_a_link_planted_where_the_cache_writes_is_never_followed(tmp_path):
-    from pipeline.bytecode_safety import write_private
+    from detect_caches.pipeline.bytecode_safety import write_private
     victim = tmp_path / "victim.txt"
     victim.write_text("the user's file")
     folder = tmp_path / "cache"
@@ -296,7 +297,7 @@ def test_the_api_leaves_the_backend_the_umask_and_pyplot_as_it_found_them(tmp_pa
     import matplotlib
     matplotlib.use("svg")
     import matplotlib.pyplot as plt
-    from pipeline.api import characterize
+    from detect_caches.pipeline.api import characterize
     calls = []
     real = os.umask
     monkeypatch.setattr(os, "umask", lambda m: calls.append(m) or real(m))
@@ -308,7 +309,7 @@ def test_the_api_leaves_the_backend_the_umask_and_pyplot_as_it_found_them(tmp_pa
 
 
 def test_concurrent_runs_put_the_switch_interval_back(tmp_path):
-    from pipeline.api import characterize
+    from detect_caches.pipeline.api import characterize
     before = sys.getswitchinterval()
     errors = []
 
@@ -342,7 +343,7 @@ def test_concurrent_runs_put_the_switch_interval_back(tmp_path):
     (dict(baseline=42), "the baseline must be a result"),
 ])
 def test_api_arguments_raise_the_clis_sentences(kwargs, needle):
-    from pipeline.api import characterize
+    from detect_caches.pipeline.api import characterize
     kwargs.setdefault("simulate", "h200")
     with pytest.raises(InputError, match=needle):
         characterize(**kwargs)
@@ -350,8 +351,8 @@ def test_api_arguments_raise_the_clis_sentences(kwargs, needle):
 
 def test_nan_rows_of_a_dataframe_are_warned_like_a_csvs(tmp_path):
     import pandas as pd
-    from pipeline.api import analyze
-    csv = ROOT / "examples" / "h200" / "2026-11-29-v1" / "measurements.csv"
+    from detect_caches.pipeline.api import analyze
+    csv = H200 / "2026-11-29-v1" / "measurements.csv"
     df = pd.read_csv(csv)
     df.loc[df.index[:3], "bandwidth_gbs"] = float("nan")
     result = analyze(df)
@@ -359,7 +360,7 @@ def test_nan_rows_of_a_dataframe_are_warned_like_a_csvs(tmp_path):
 
 
 def test_a_signal_in_the_last_second_says_where_the_measurements_are(tmp_path, monkeypatch, capsys):
-    import pipeline.api as api
+    import detect_caches.pipeline.api as api
     from detect_caches import main
 
     def late(*a, **kw):
@@ -373,7 +374,7 @@ def test_a_signal_in_the_last_second_says_where_the_measurements_are(tmp_path, m
 
 def test_a_full_disk_while_measuring_names_the_file(tmp_path, monkeypatch, capsys):
     from detect_caches import main
-    from measure.records import MeasurementLog
+    from detect_caches.records import MeasurementLog
     real = MeasurementLog.append
     count = [0]
 

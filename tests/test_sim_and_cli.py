@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from detect_caches import main
-from detector.analyze import detect_levels
-from measure.launch import LaunchConfig
-from measure.point import PointMeter
-from measure.records import MeasurementLog
-from measure.simulated import SimulatedGPU, parse_profile
-from measure.sweep import AdaptiveSweep, SweepPlan
+from detect_caches.detector.analyze import detect_levels
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.measure.point import PointMeter
+from detect_caches.records import MeasurementLog
+from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+from detect_caches.measure.sweep import AdaptiveSweep, SweepPlan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ MEASUREMENT_BOUND = 300   # the default --budget; 4-level profiles took 129-148 
 @pytest.mark.parametrize("seed", range(24))
 def test_random_profiles_found_and_sized(seed):
     """Every level found and named; every capacity within 3% of the truth (cliffs exactly)."""
-    from measure.session import SessionOptions, characterize
+    from detect_caches.measure.session import SessionOptions, characterize
     spec = random_profile(seed)
     prof = parse_profile(spec)
     log = MeasurementLog(None)
@@ -124,7 +124,7 @@ def sim_runs(tmp_path_factory):
 
 
 def test_result_json_round_trips(sim_runs, tmp_path):
-    from reports.result_json import read_result, write_result
+    from detect_caches.reports.result_json import read_result, write_result
     original = read_result(sim_runs / "a")
     write_result(tmp_path / "r.json", original)
     assert read_result(tmp_path / "r.json") == original
@@ -219,7 +219,7 @@ def test_no_gpu_says_what_to_do():
 # -- many GPUs: a node of simulated GPUs, torchrun with gloo, the fleet subcommand ------------
 
 def _small_l2_profile(tmp_path: Path) -> Path:
-    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     data["levels"][1]["capacity_bytes"] = 40 * 2**20     # one GPU with a third of its L2 gone
     path = tmp_path / "h200-small-l2.json"
     path.write_text(json.dumps(data))
@@ -287,7 +287,7 @@ def test_bad_gpu_lists_are_refused(gpu, tmp_path):
 # -- faults during a live run (simulated): nothing measured is lost ----------------------------
 
 def _profile_with(tmp_path: Path, **extra) -> Path:
-    data = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    data = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     data.update(extra)
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(data))
@@ -364,7 +364,7 @@ def test_device_timing_on_the_simulator_and_single_wave_refusal(tmp_path, capsys
 def test_gpu_count_without_torch_where_nvml_answers(monkeypatch):
     """`--gpu all` counts GPUs through NVML (no torch import in the node's parent: 3-4 s on an
     H200 host); CUDA_VISIBLE_DEVICES narrows what torch sees, so then torch answers."""
-    import measure.gpu as gpu
+    import detect_caches.measure.gpu.facts as gpu
 
     class FakeTorch:
         class cuda:

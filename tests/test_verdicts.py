@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from measure.errors import InputError
-from reports.compare import compare_results
-from reports.verdict import parse_tolerance
+from detect_caches.errors import InputError
+from detect_caches.reports.compare import compare_results
+from detect_caches.reports.verdict import parse_tolerance
 from sim_runs import run_profile
+from h200_runs import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,8 +55,8 @@ def write(folder: Path, res: dict, created: str, uuid: str = "GPU-1") -> Path:
 
 def h200_run(tmp_path: Path, seed: int) -> dict:
     """A simulated H200 measured with latency (its chase, line and sector probes), seeded."""
-    from pipeline.api import characterize
-    spec = json.loads((ROOT / "measure" / "profiles" / "h200.json").read_text())
+    from detect_caches.pipeline.api import characterize
+    spec = json.loads((ROOT / "measure" / "sim" / "profiles" / "h200.json").read_text())
     path = tmp_path / f"h200-{seed}.json"
     path.write_text(json.dumps(dict(spec, seed=seed)))
     return characterize(simulate=str(path), peaks=False).data
@@ -259,7 +260,7 @@ def test_history_two_models_on_one_host_label_are_two_gpus(tmp_path):
 
 
 def test_schema_1_results_have_no_time_and_never_take_one_from_the_file(tmp_path, base):
-    old = json.loads((ROOT / "examples" / "h200" / "2026-11-29-v1" / "result.json").read_text())
+    old = json.loads((H200 / "2026-11-29-v1" / "result.json").read_text())
     root = tmp_path / "runs"
     new = json.loads(json.dumps(old))
     new.update(schema_version=2, created="2026-03-01T00:00:00+0000")

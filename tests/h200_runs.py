@@ -1,0 +1,28 @@
+"""Recorded runs of real H200s that the tests read (their measurements.csv, result.json and
+sector.json), kept as one archive, tests/data/h200-runs.tar.xz, and unpacked once per test
+session into a temporary folder: ``H200 / "2026-11-30" / "final" / "bench" / "run1"`` and so on.
+The calls these runs come from, and every other record of them, are in
+records/gpu-calls-2026-11.tar.xz (BENCHMARKS.md says what each call measured)."""
+from __future__ import annotations
+
+import atexit
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+ARCHIVE = Path(__file__).resolve().parent / "data" / "h200-runs.tar.xz"
+
+
+def _unpack() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="detect-caches-h200-runs-"))
+    atexit.register(shutil.rmtree, root, True)
+    with tarfile.open(ARCHIVE) as tar:
+        try:
+            tar.extractall(root, filter="data")
+        except TypeError:         # a Python without extraction filters (3.10 before 3.10.12)
+            tar.extractall(root)
+    return root / "h200"
+
+
+H200 = _unpack()
