@@ -151,7 +151,7 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
         session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
                                                           before_detect=latency_then_warm)
         from detector.latency import probe_targets
-        plot = _render_later(detection, _title(device.facts)) if out else None
+        plot = _render_later(detection, _title(device.facts), device.facts.vendor) if out else None
         if opts.peak_budget:
             probe_level_peaks(session, detection.levels, log, opts, on_point)
         if opts.latency_budget:

@@ -57,7 +57,7 @@ def finish_run(result, args) -> int:
     else:
         say(summary_table(result.data))
         if result.out:
-            say(f"report: {result.out / 'report.md'}")
+            say(f"report: {result.out / 'report.md'} (and report.html, bandwidth.png)")
     cmp = result.data.get("comparison")
     if cmp is not None:
         say(cmp["markdown"], err=args.json)

@@ -65,8 +65,8 @@ def release(path: Path) -> None:
 
 
 def write_result_files(out: Path, result: dict, detection, plot_title: str, *, plot_future=None) -> None:
-    """result.json, report.md and bandwidth.png, each whole; the result is checked before any is
-    written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""
+    """result.json, report.md, report.html and bandwidth.png, each whole; the result is checked
+    before any is written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""
     from reports.atomic import write_bytes_atomic, write_text_atomic
     from reports.markdown import render_report
     from reports.result_json import dumps, validate_result
@@ -77,9 +77,12 @@ def write_result_files(out: Path, result: dict, detection, plot_title: str, *, p
         png = plot_future.result() if plot_future is not None else None
         if png is None:
             from reports.plot import render_plot
-            png = render_plot(detection, plot_title)
+            png = render_plot(detection, plot_title, vendor=result["device"].get("vendor"))
+        from reports.html import render_html
+        page = render_html(result, png)
         write_text_atomic(out / "result.json", text)
         write_text_atomic(out / "report.md", report)
+        write_text_atomic(out / "report.html", page)
         write_bytes_atomic(out / "bandwidth.png", png)
     except OSError as exc:
         raise OSError(exc.errno or errno.EIO, f"cannot write the result into {out}: {exc.strerror or exc}") from None
