@@ -13,6 +13,7 @@ from reports.atomic import write_bytes_atomic
 from reports.figure import RENDER_LOCK, new_figure, png_bytes
 from reports.fmt import fmt_bytes
 from reports.plot_axes import bandwidth_axis, binary_ticks, latency_axis, size_axis, tick_label  # noqa: F401
+from reports.plot_header import fix_layout, header
 from reports.plot_levels import bandwidth_plateaus, latency_plateaus, level_color
 from reports.label_place import Placer
 from reports.summary import answer_line, fmt_bw, unit_word
@@ -179,7 +180,7 @@ def build_figure(detection: Detection, title: str, *, vendor: str | None = None)
             any(len(a.steps) > len([lv for lv in detection.levels if lv.sweep == s and lv.capacity_bytes])
                 for a, s in zip(an, sweeps)))
     header(fig, title, _subtitle(detection.levels, vendor))
-    _fix_layout(fig)
+    fix_layout(fig)
     renderer = fig.canvas.get_renderer()
     taken: list = []
     for ax, found in zip(panels, labels):
@@ -188,28 +189,6 @@ def build_figure(detection: Detection, title: str, *, vendor: str | None = None)
             placer.avoid_points(*line.get_data())
         _place_labels(placer, found)
     return fig
-
-
-def header(fig, title: str, subtitle: str) -> None:
-    """The title and the answer under it, at the top; the panels are laid out below them."""
-    fig.text(0.5, 0.995, title.replace("$", r"\$"), fontsize=13, fontweight="bold", ha="center", va="top")
-    if subtitle:
-        fig.text(0.5, 0.995, subtitle.replace("$", r"\$"), fontsize=10, ha="center", va="top")
-
-
-def _fix_layout(fig) -> None:
-    """Stack the header's lines, lay the panels out below them (constrained), then freeze the
-    layout so that the labels placed next land where their boxes were measured."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    to_fig = fig.transFigure.inverted()
-    top = 0.995
-    for t in fig.texts:
-        t.set_y(top)
-        top = t.get_window_extent(renderer).transformed(to_fig).y0 - 0.004
-    fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, top))
-    fig.canvas.draw()
-    fig.set_layout_engine("none")
 
 
 def warm_fonts() -> None:
