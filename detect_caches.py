@@ -62,7 +62,7 @@ except ImportError as _exc:           # a broken install: one line and exit 2, n
 
 _api.T0 = PROCESS_T0
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
-__all__ = ["characterize", "analyze", "compare", "Result", "main"]
+__all__ = ["characterize", "analyze", "compare", "Result", "DetectCachesError", "InputError", "DeviceError", "main"]
 
 
 def main_parser() -> argparse.ArgumentParser:
@@ -236,7 +236,9 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 ok, 1 drift (and nothing else), 2 any failure, with one line on stderr."""
     from pipeline import console
+    from pipeline.outputs import CLI
     argv = list(sys.argv[1:] if argv is None else argv)
+    cli_words = CLI.set(True)            # errors name the command line's flags
     try:   # SIGTERM (a batch system's time limit, a node run stopping) ends a run as Ctrl-C does:
         signal.signal(signal.SIGTERM, _interrupt)   # what was measured is kept and named
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -273,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         _print(f"detect-caches: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
                f"(traceback saved in {saved}; please report it)", err=True)
         return EXIT_ERROR
+    finally:
+        CLI.reset(cli_words)
 
 
 def cli() -> None:

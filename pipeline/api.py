@@ -69,9 +69,10 @@ def resolve_baseline(baseline, facts, *, force: bool = False, said: list[str] | 
 def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, options: Options | None = None,
                  baseline=None, progress=None, device=None, capacity_tol=None, bandwidth_tol=None,
                  latency_tol=None, fail_on: str = "worse", force: bool = False, said: list[str] | None = None,
-                 **kwargs) -> Result:
+                 overwrite: bool = False, **kwargs) -> Result:
     """Measure one GPU (or a simulated one) and analyse it. ``out``: a new folder for the files
-    (none written without it). ``options`` or keyword arguments: Options' fields. ``baseline``:
+    (none written without it; ``overwrite=True`` replaces an earlier result there, as a notebook
+    cell run again needs). ``options`` or keyword arguments: Options' fields. ``baseline``:
     see resolve_baseline, checked before anything is measured; the comparison (with the
     tolerances, written 3% or 0.03, compare's defaults when None, and ``fail_on``) is in
     ``result.data['comparison']``. ``result.doubts`` says why the result may be incomplete."""
@@ -91,7 +92,7 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     out_path = None
     if out is not None:
         from pipeline.outputs import claim_out_dir
-        out_path = claim_out_dir(Path(out))
+        out_path = claim_out_dir(Path(out), overwrite=overwrite)
     try:
         return _measure_and_write(device, session_opts, out_path, base, progress,
                                   tolerances=dict(tolerances, force=force))

@@ -40,10 +40,11 @@ def _facts(device, vendor: str | None, name: str):
     return facts
 
 
-def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -> Result:
+def analyze(measurements, device=None, *, vendor: str | None = None, out=None, overwrite: bool = False) -> Result:
     """Detection and reports on recorded measurements: a measurements.csv path or a pandas
     DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
-    result.json works too). No GPU, no torch."""
+    result.json works too). No GPU, no torch. ``overwrite=True`` replaces an earlier result in ``out``
+    (never the CSV it reads)."""
     from measure.reader import read_measurements, records_from_rows
     t0 = time.perf_counter()
     warnings: list[str] = []
@@ -57,7 +58,10 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -
     out_path = None
     if out is not None:
         from pipeline.outputs import claim_out_dir
-        out_path = claim_out_dir(Path(out))
+        if overwrite and isinstance(measurements, (str, Path)) and \
+                Path(measurements).resolve().parent == Path(out).resolve():
+            raise InputError("overwrite would replace the measurements being analyzed; write into another out=")
+        out_path = claim_out_dir(Path(out), overwrite=overwrite)
     try:
         from detector.analyze import detect_levels
         from detector.carveouts import launch_carveout, recorded_launch
