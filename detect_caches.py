@@ -66,47 +66,9 @@ __all__ = ["characterize", "analyze", "compare", "Result", "DetectCachesError", 
 
 
 def main_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="detect-caches", description=(
-        "Characterize a GPU's cache hierarchy: adaptive bandwidth and latency sweeps, changepoint "
-        "analysis, a report. Subcommands: analyze CSV, compare BASE CUR, history RESULTS..., fleet "
-        "RESULTS..., run, benchmark (the seed's modes); `detect-caches SUBCOMMAND --help` for each."))
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--gpu", metavar="INDEX", help="measure this GPU; `all` or a list such as 0,2,5 "
-                                                    "measures each at once and writes a node summary")
-    src.add_argument("--simulate", metavar="PROFILE", help="a simulated GPU: h200, mi300x, a100, h100, v100, a40, "
-                                                           "l40, mi100, mi210, rx6900xt or a profile JSON file; a "
-                                                           "comma list simulates a node")
-    p.add_argument("--sim-index", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--out", type=Path, help="output folder (must not exist yet, or be empty; default "
-                                             "detect-caches-results/<device>-<time>)")
-    p.add_argument("--baseline", type=Path, help="compare with this result.json, or with each GPU's latest earlier "
-                                                  "run in this folder (checked before measuring); exit 1 on drift")
-    p.add_argument("--accept-incomplete", action="store_true",
-                   help="accept a result with doubts (a level missing, a sweep the budget cut short, a level of "
-                        "low confidence): exit 0 or 1 instead of 2")
-    p.add_argument("--json", action="store_true", help="print result.json to stdout instead of the table")
-    p.add_argument("--quiet", action="store_true", help="no progress")
-    p.add_argument("--budget", type=_positive(int), default=400,
-                   help="most kernel measurements, bandwidth and latency together (default 400, at least 60)")
-    p.add_argument("--grid-multiplier", type=_positive(int), default=4,
-                   help="programs per SM/CU in the shared sweep (default 4, the seed's; at most 64)")
-    p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
-    p.add_argument("--max-working-set", type=_positive(float), metavar="MIB",
-                   help="cap the largest working set (MiB, at least 16)")
-    p.add_argument("--timing", choices=("events", "device"), default="events",
-                   help="events: CUDA events and the load-iteration regression (default); device: "
-                        "warm-up then a timed phase read from an in-kernel clock (one wave only)")
-    p.add_argument("--no-peaks", action="store_true",
-                   help="skip the peak probes (tuned launches inside each plateau)")
-    p.add_argument("--no-latency", action="store_true",
-                   help="skip the pointer-chase latency sweep and its sector and line probes")
-    p.add_argument("--carveouts", nargs="?", const="all", metavar="all|LIST",
-                   help="NVIDIA (sm_70 on): after the run, the L1 again under each shared-memory carveout the GPU "
-                        "offers (all, the default) or those listed in KiB (0,32,100,228), and the unified "
-                        "L1/shared array they share")
-    from pipeline.commands import add_check_options
-    add_check_options(p)
-    return p
+    """The whole command line: the main job's options and a subparser per command."""
+    from pipeline.cli_parser import build_parser
+    return build_parser()
 
 
 def _sweeps(text: str) -> tuple[str, ...]:
@@ -137,12 +99,13 @@ def measure_one(args, gpu: int | None, profile: str | None, out: Path) -> dict:
     return result.data
 
 
-def cmd_main(argv: list[str]) -> int:
+def cmd_main(args) -> int:
     from pipeline import node
     from pipeline.fleet_run import finish_fleet
     from pipeline.outputs import default_out
     from pipeline.progress import Progress
-    args = main_parser().parse_args(argv)
+    if isinstance(args, list):
+        args = main_parser().parse_args(args)
     options = _options(args)
     options.session()                       # bad option values fail before anything is opened
     if args.baseline is not None and not args.baseline.exists():
@@ -174,42 +137,35 @@ def cmd_main(argv: list[str]) -> int:
     return _finish(result, args)
 
 
-def cmd_analyze(argv: list[str]) -> int:
-    p = _Parser(prog="detect-caches analyze", description="Detect levels in recorded measurements (no GPU, no torch).")
-    p.add_argument("csv", type=Path, help="a measurements.csv")
-    p.add_argument("--vendor", choices=("nvidia", "amd"), help="the hardware's vendor (default nvidia)")
-    p.add_argument("--device-json", type=Path, help="device facts (a result.json works too)")
-    p.add_argument("--out", type=Path, help="output folder (default: <csv name>-analysis beside the CSV)")
-    p.add_argument("--json", action="store_true", help="print result.json to stdout")
-    args = p.parse_args(argv)
+def cmd_analyze(args) -> int:
     out = args.out or args.csv.with_name(args.csv.stem + "-analysis")
     result = analyze(args.csv, args.device_json, vendor=args.vendor, out=out)
     return _finish(result, args)
 
 
-def cmd_compare(argv: list[str]) -> int:
+def cmd_compare(args) -> int:
     from pipeline.commands import cmd_compare as run
-    return run(argv, _Parser)
+    return run(args)
 
 
-def cmd_history(argv: list[str]) -> int:
+def cmd_history(args) -> int:
     from pipeline.commands import cmd_history as run
-    return run(argv, _Parser)
+    return run(args)
 
 
-def cmd_fleet(argv: list[str]) -> int:
+def cmd_fleet(args) -> int:
     from pipeline.commands import cmd_fleet as run
-    return run(argv, _Parser)
+    return run(args)
 
 
-def cmd_run(argv: list[str]) -> int:
+def cmd_run(args) -> int:
     from pipeline.seed_cli import cmd_run as run
-    return run(argv)
+    return run(args)
 
 
-def cmd_benchmark(argv: list[str]) -> int:
+def cmd_benchmark(args) -> int:
     from pipeline.seed_cli import cmd_benchmark as run
-    return run(argv)
+    return run(args)
 
 
 def _save_traceback(exc: BaseException) -> str:
@@ -222,11 +178,15 @@ def _save_traceback(exc: BaseException) -> str:
 
 
 def _run(argv: list[str]) -> int:
-    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "fleet": cmd_fleet, "history": cmd_history,
-                "run": cmd_run, "benchmark": cmd_benchmark}
-    if argv and argv[0] in handlers:
-        return handlers[argv[0]](argv[1:])
-    return cmd_main(argv)
+    from pipeline.cli_log import setup_logging
+    args = main_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    if args.command is None:
+        return cmd_main(args)
+    if args.command not in ("run", "benchmark") and (args.gpu is not None or args.simulate is not None):
+        raise InputError(f"--gpu and --simulate belong to the main job, not to `{args.command}` "
+                         f"(see detect-caches {args.command} --help)")
+    return globals()[f"cmd_{args.command}"](args)    # looked up here: tests replace a handler
 
 
 def _interrupt(signum, frame):

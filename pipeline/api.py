@@ -19,11 +19,13 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from measure.errors import DetectCachesError, InputError
+from pipeline.cli_log import get as _logger
 from pipeline.result import Result
 from pipeline.warm import _render_later, _warm_up
 
 T0 = time.perf_counter()   # close to process start when the CLI imports this
 SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (see _measure_and_write)
+LOG = _logger("api")   # -v: each step on stderr (pipeline.cli_log)
 
 
 # -- characterize ------------------------------------------------------------------------------
@@ -81,6 +83,10 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     device = device or open_device(gpu, simulate)
     facts = device.facts
+    LOG.info("device: %s (%s %s, %s SMs/CUs)", facts.name, facts.vendor, getattr(facts, "arch", ""),
+             facts.compute_units)
+    LOG.info("options: budget %d, sweeps %s, latency %s, peak probes %s, timing %s", session_opts.budget,
+             ",".join(session_opts.sweeps), opts.latency, opts.peaks, session_opts.timing)
     from pipeline.options import check_against_device
     check_against_device(opts, facts)
     from measure.carveout_sweep import check_carveouts
@@ -240,14 +246,19 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     t = time.perf_counter()
     detection = detect_levels(session.records, device.facts)
     seconds = time.perf_counter() - t
+    LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
+             ", ".join(lv.name for lv in detection.levels), seconds)
     for _ in range(REFINE_ROUNDS):
         budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
         requests = uncertain_falls(detection)
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
+        LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
         t = time.perf_counter()
         detection = detect_levels(session.records, device.facts)
         seconds += time.perf_counter() - t
+    for lv in detection.levels:
+        LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})
     return session, detection, seconds
 
 

@@ -55,6 +55,8 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None, o
         records = read_measurements(measurements, warnings)
         source, name = str(measurements), Path(measurements).stem
     facts = _facts(device, vendor, name)
+    from pipeline.cli_log import get
+    get("api").info("analyze: %d measurements from %s, device %s", len(records), source, facts.name)
     out_path = None
     if out is not None:
         from pipeline.outputs import claim_out_dir
@@ -102,5 +104,8 @@ def compare(baseline, current, *, capacity_tol=None, bandwidth_tol=None, latency
     from reports.compare import check_comparable, compare_results
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     base, cur = _as_result(baseline), _as_result(current)
+    from pipeline.cli_log import get
+    get("api").info("compare: %s (%s) against %s (%s)", cur["device"].get("name"), cur.get("created") or "undated",
+                    base["device"].get("name"), base.get("created") or "undated")
     check_comparable(base, cur, force=force)
     return compare_results(base, cur, **tolerances)

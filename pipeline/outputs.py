@@ -110,5 +110,7 @@ def write_result_files(out: Path, result: dict, detection, plot_title: str, *, p
         write_text_atomic(out / "report.md", report)
         write_text_atomic(out / "report.html", page)
         write_bytes_atomic(out / "bandwidth.png", png)
+        from pipeline.cli_log import get
+        get("outputs").info("wrote result.json, report.md, report.html and bandwidth.png into %s", out)
     except OSError as exc:
         raise OSError(exc.errno or errno.EIO, f"cannot write the result into {out}: {exc.strerror or exc}") from None
