@@ -138,6 +138,9 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
     from measure.session import measure_latency, probe_latency_lines, probe_level_peaks
     warm: list[Future] = []
     log = MeasurementLog(out / "measurements.csv" if out else None)
+    if hasattr(progress, "plan"):          # the bar counts the planned work, not the budget
+        from pipeline.progress_plan import planned
+        progress.plan(planned(device, opts))
 
     def on_point(m):
         # imports and fonts warm up once the first point is in: the first launch (Triton's set-up)
