@@ -83,7 +83,7 @@ def history_markdown(history: History) -> str:
     else:
         newest = [names.get(gpu_label(r.result, r.path), "") for r in history.newest()]
         models = ", ".join(show(m) for m in history.models)
-        lines.append(f"Result: no drift in the newest run of {_listed(newest)} ({models}; each against its "
+        lines.append(f"Result: no drift in the newest runs, of {_listed(newest)} ({models}; each against its "
                      f"reference: {history.reference.text}).")
     if history.skipped:
         lines += ["", f"**Incomplete**: {len(history.skipped)} result.json file(s) could not be read, so the check "

@@ -24,8 +24,9 @@ WRAP = 118      # the subtitle (the answer line) wraps at a level boundary past 
 
 def _titles(vendor: str | None) -> dict[str, tuple[str, str]]:
     unit = unit_word(vendor)
+    units = "SMs/CUs" if unit == "SM/CU" else f"{unit}s"
     return {"private": (f"Each {unit} reads its own rows (private sweep)", f"working set per {unit}"),
-            "shared": (f"All {unit}s read one array (shared sweep)", "working set, whole device")}
+            "shared": (f"All {units} read one array (shared sweep)", "working set, whole device")}
 
 
 def _draw_sweep(ax, detection: Detection, sweep: str, vendor: str | None) -> list:
