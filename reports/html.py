@@ -10,7 +10,7 @@ import re
 from reports import carveout_report, glossary
 from reports.details import DETAIL_HEADER, detail_rows, documented_sentences
 from reports.markdown import device_rows, method_lines, note_items
-from reports.notes import sentences
+from reports.notes import sentence
 from reports.summary import NARROW_HEADER, answer_line, narrow_rows, run_line
 
 STYLE = """
@@ -66,7 +66,8 @@ def render_html(result: dict, png: bytes | None = None) -> str:
     parts += [f'<p class="answer">{inline(answer_line(result))}</p>', f'<p class="muted">{inline(run_line(result))}.</p>']
     doubts = result.get("doubts") or []
     if doubts:
-        parts.append(f'<div class="doubt"><strong>This result may be incomplete:</strong>{_list(sentences(doubts))}'
+        said = _list([sentence(d) for d in doubts])
+        parts.append(f'<div class="doubt"><strong>This result may be incomplete:</strong>{said}'
                      f'The command line exits 2 on it unless <code>--accept-incomplete</code> is given.</div>')
     parts.append(table(NARROW_HEADER, narrow_rows(result)))
     parts += [f"<p>{inline(s)}</p>" for s in documented_sentences(result)]
@@ -77,7 +78,7 @@ def render_html(result: dict, png: bytes | None = None) -> str:
     if notes:
         parts.append("<h2>Notes</h2>")
         parts += [f"<h3>{inline(lv)}</h3>{_list(said)}" for lv, said in notes]
-    parts += ["<h2>Warnings</h2>", _list(sentences(result.get("warnings", [])) or ["None."])]
+    parts += ["<h2>Warnings</h2>", _list([sentence(w) for w in result.get("warnings", [])] or ["None."])]
     parts += ["<h2>Details</h2>", table(DETAIL_HEADER, detail_rows(result))]
     parts += _carveouts(result)
     parts += ["<h2>Device</h2>", table(["fact", "value"], device_rows(result))]

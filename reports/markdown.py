@@ -4,7 +4,7 @@ from __future__ import annotations
 from reports import carveout_report, glossary
 from reports.fmt import fmt_bytes, markdown_table
 from reports.details import DETAIL_HEADER, detail_rows, documented_sentences
-from reports.notes import sentences
+from reports.notes import sentence, sentences
 from reports.summary import NARROW_HEADER, answer_line, narrow_rows, run_line, terminal_summary
 
 
@@ -92,7 +92,7 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
     lines += [f"![bandwidth against working set]({plot_name})", ""]
     if doubts:
         lines += ["## Doubts: this result may be incomplete", ""]
-        lines += [f"- {d}" for d in sentences(doubts)]
+        lines += [f"- {sentence(d)}" for d in doubts]
         lines += ["", "The command line exits 2 on a result with doubts unless `--accept-incomplete` is given.", ""]
     notes = note_items(result)
     if notes:
@@ -100,7 +100,7 @@ def render_report(result: dict, *, plot_name: str = "bandwidth.png") -> str:
         for name, said in notes:
             lines += [f"**{name}**", ""] + [f"- {text}" for text in said] + [""]
     lines += ["## Warnings", ""]
-    lines += [f"- {w}" for w in sentences(result.get("warnings", []))] or ["- None."]
+    lines += [f"- {sentence(w)}" for w in result.get("warnings", [])] or ["- None."]
     lines += ["", "## Details", "", markdown_table(DETAIL_HEADER, detail_rows(result)), ""]
     lines += carveout_report.section(result)
     lines += ["## Device", "", markdown_table(["fact", "value"], device_rows(result)), ""]

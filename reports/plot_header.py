@@ -14,14 +14,19 @@ def header(fig, title: str, *lines: str | tuple[str, str]) -> None:
 
 
 def fix_layout(fig) -> None:
-    """Stack the header's lines, lay the panels out below them (constrained), then freeze."""
-    fig.canvas.draw()
+    """Stack the header's lines, lay the panels out below them (constrained), then freeze. Only
+    the layout runs here, not a drawing; what is drawn inside the panels (clipped to them) is
+    left out of it."""
+    for ax in fig.axes:
+        for artist in ax.lines + ax.collections + ax.patches:
+            artist.set_in_layout(False)
     renderer = fig.canvas.get_renderer()
     to_fig = fig.transFigure.inverted()
     top = 0.995
     for t in fig.texts:
         t.set_y(top)
         top = t.get_window_extent(renderer).transformed(to_fig).y0 - 0.004
-    fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, top))
-    fig.canvas.draw()
+    engine = fig.get_layout_engine()
+    engine.set(rect=(0.0, 0.0, 1.0, top))
+    engine.execute(fig)
     fig.set_layout_engine("none")
