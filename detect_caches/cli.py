@@ -14,48 +14,53 @@ import tempfile
 import traceback
 
 from detect_caches._version import __version__
-from detect_caches.errors import DetectCachesError
+from detect_caches.errors import DetectCachesError, InputError
 from detect_caches.pipeline import api as _api
-from detect_caches.pipeline.cli_args import Parser as _Parser
 from detect_caches.pipeline.console import say as _print
 
 EXIT_OK, EXIT_DRIFT, EXIT_ERROR = 0, 1, 2
-__all__ = ["main", "cli"]
+__all__ = ["main", "cli", "main_parser"]
 
 
-def cmd_main(argv: list[str]) -> int:
+def main_parser():
+    """The whole command line: the main job's options and a subparser per command."""
+    from detect_caches.pipeline.cli_parser import build_parser
+    return build_parser()
+
+
+def cmd_main(args) -> int:
     from detect_caches.pipeline.cmd_measure import cmd_main as run
-    return run(argv)
+    return run(args)
 
 
-def cmd_analyze(argv: list[str]) -> int:
+def cmd_analyze(args) -> int:
     from detect_caches.pipeline.cmd_measure import cmd_analyze as run
-    return run(argv)
+    return run(args)
 
 
-def cmd_compare(argv: list[str]) -> int:
+def cmd_compare(args) -> int:
     from detect_caches.pipeline.commands import cmd_compare as run
-    return run(argv, _Parser)
+    return run(args)
 
 
-def cmd_history(argv: list[str]) -> int:
+def cmd_history(args) -> int:
     from detect_caches.pipeline.commands import cmd_history as run
-    return run(argv, _Parser)
+    return run(args)
 
 
-def cmd_fleet(argv: list[str]) -> int:
+def cmd_fleet(args) -> int:
     from detect_caches.pipeline.commands import cmd_fleet as run
-    return run(argv, _Parser)
+    return run(args)
 
 
-def cmd_run(argv: list[str]) -> int:
+def cmd_run(args) -> int:
     from detect_caches.pipeline.seed_cli import cmd_run as run
-    return run(argv)
+    return run(args)
 
 
-def cmd_benchmark(argv: list[str]) -> int:
+def cmd_benchmark(args) -> int:
     from detect_caches.pipeline.seed_cli import cmd_benchmark as run
-    return run(argv)
+    return run(args)
 
 
 def _save_traceback(exc: BaseException) -> str:
@@ -68,14 +73,19 @@ def _save_traceback(exc: BaseException) -> str:
 
 
 def _run(argv: list[str]) -> int:
-    handlers = {"analyze": cmd_analyze, "compare": cmd_compare, "fleet": cmd_fleet, "history": cmd_history,
-                "run": cmd_run, "benchmark": cmd_benchmark}
+    from detect_caches.pipeline.cli_log import setup_logging
+    from detect_caches.pipeline.cli_parser import build_parser
     if argv[:1] in (["--version"], ["-V"]):
         _print(f"detect-caches {__version__}")
         return EXIT_OK
-    if argv and argv[0] in handlers:
-        return handlers[argv[0]](argv[1:])
-    return cmd_main(argv)
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    if args.command is None:
+        return cmd_main(args)
+    if args.command not in ("run", "benchmark") and (args.gpu is not None or args.simulate is not None):
+        raise InputError(f"--gpu and --simulate belong to the main job, not to `{args.command}` "
+                         f"(see detect-caches {args.command} --help)")
+    return globals()[f"cmd_{args.command}"](args)    # looked up here: tests replace a handler
 
 
 def _interrupt(signum, frame):
@@ -85,7 +95,9 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 ok, 1 drift (and nothing else), 2 any failure, with one line on stderr."""
     from detect_caches.pipeline import console
+    from detect_caches.pipeline.outputs import CLI
     argv = list(sys.argv[1:] if argv is None else argv)
+    cli_words = CLI.set(True)            # errors name the command line's flags
     try:   # SIGTERM (a batch system's time limit, a node run stopping) ends a run as Ctrl-C does:
         signal.signal(signal.SIGTERM, _interrupt)   # what was measured is kept and named
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -122,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         _print(f"detect-caches: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
                f"(traceback saved in {saved}; please report it)", err=True)
         return EXIT_ERROR
+    finally:
+        CLI.reset(cli_words)
 
 
 def cli(t0: float | None = None) -> None:

@@ -32,6 +32,7 @@ from detect_caches.records import Measurement
 DEVICE_MODELS = ("lru", "modulo", "random", "hashed", "ways", "random_ways")
 FASTER = 1.15           # a private level this much faster than every device level is per-SM/CU: the
                          # private launch reaches a device level no faster than the shared one does
+SEEN_AGAIN = 1.25        # a private plateau this close in speed to a device level is that level seen again
 SAME_FALL = 1.3          # a private fall this close (device-wide bytes) to one of the shared sweep's is
                          # the same device level's
 
@@ -164,8 +165,13 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
 def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -> None:
     """The private sweep's far end shows device levels again: say so on them, never list twice."""
     scale = _footprint_scale(priv)
-    for lv, plat_i in zip(device, range(rest, len(priv.plateaus))):
+    for plat_i in range(rest, len(priv.plateaus)):
         p = priv.plateaus[plat_i]
+        # the device level of the nearest speed (not the next in order: a private sweep can pass
+        # a level that its per-SM/CU fall hides, as an MI300X's L2 per XCD under its L1's)
+        lv = min(device, key=lambda d: abs(math.log(d.bandwidth_gbs / p.bandwidth_gbs)), default=None)
+        if lv is None or abs(math.log(lv.bandwidth_gbs / p.bandwidth_gbs)) > math.log(SEEN_AGAIN):
+            continue
         text = f"the private sweep shows this level again at {p.bandwidth_gbs:,.0f} GB/s"
         if plat_i < len(priv.steps):
             cap = priv.steps[plat_i].estimate.capacity_bytes * scale

@@ -10,6 +10,7 @@ import numpy as np
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.labels import device_names, documented_bytes, per_cu_names
 from detect_caches.detector.levels import Level, SweepAnalysis
+from detect_caches.detector.shape_rules import capacity_rule
 from detect_caches.detector.units import fmt_bytes, fmt_bytes_apart
 from detect_caches.device import DeviceFacts
 
@@ -83,7 +84,7 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
                            f"whole, {fmt_bytes(est.onset_bytes * scale)}; the next measured size is "
                            f"{fmt_bytes(est.high_bytes * scale)}")
     else:
-        level.notes.append(f"a {est.shape}: the capacity is the largest working set still served at 97%"
+        level.notes.append(f"a {est.shape}: {capacity_rule(est.shape)}"
                            + (f"; half the data still hits at {fmt_bytes(est.half_hit_bytes * scale)}"
                               if est.half_hit_bytes else ""))
     for p in an.steps[k].partials:

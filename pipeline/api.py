@@ -19,11 +19,13 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from detect_caches.errors import DetectCachesError, InputError
+from detect_caches.pipeline.cli_log import get as _logger
 from detect_caches.pipeline.result import Result
 from detect_caches.pipeline.warm import _render_later, _warm_up
 
 T0 = time.perf_counter()   # close to process start when the CLI imports this
 SWITCH_INTERVAL_S = 20e-6  # the interpreter's switch interval while measuring (see _measure_and_write)
+LOG = _logger("api")   # -v: each step on stderr (pipeline.cli_log)
 
 
 # -- characterize ------------------------------------------------------------------------------
@@ -69,9 +71,10 @@ def resolve_baseline(baseline, facts, *, force: bool = False, said: list[str] | 
 def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, options: Options | None = None,
                  baseline=None, progress=None, device=None, capacity_tol=None, bandwidth_tol=None,
                  latency_tol=None, fail_on: str = "worse", force: bool = False, said: list[str] | None = None,
-                 **kwargs) -> Result:
+                 overwrite: bool = False, **kwargs) -> Result:
     """Measure one GPU (or a simulated one) and analyse it. ``out``: a new folder for the files
-    (none written without it). ``options`` or keyword arguments: Options' fields. ``baseline``:
+    (none written without it; ``overwrite=True`` replaces an earlier result there, as a notebook
+    cell run again needs). ``options`` or keyword arguments: Options' fields. ``baseline``:
     see resolve_baseline, checked before anything is measured; the comparison (with the
     tolerances, written 3% or 0.03, compare's defaults when None, and ``fail_on``) is in
     ``result.data['comparison']``. ``result.doubts`` says why the result may be incomplete."""
@@ -80,6 +83,10 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     device = device or open_device(gpu, simulate)
     facts = device.facts
+    LOG.info("device: %s (%s %s, %s SMs/CUs)", facts.name, facts.vendor, getattr(facts, "arch", ""),
+             facts.compute_units)
+    LOG.info("options: budget %d, sweeps %s, latency %s, peak probes %s, timing %s", session_opts.budget,
+             ",".join(session_opts.sweeps), opts.latency, opts.peaks, session_opts.timing)
     from detect_caches.pipeline.options import check_against_device
     check_against_device(opts, facts)
     from detect_caches.measure.carveout_sweep import check_carveouts
@@ -91,7 +98,7 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     out_path = None
     if out is not None:
         from detect_caches.pipeline.outputs import claim_out_dir
-        out_path = claim_out_dir(Path(out))
+        out_path = claim_out_dir(Path(out), overwrite=overwrite)
     try:
         return _measure_and_write(device, session_opts, out_path, base, progress,
                                   tolerances=dict(tolerances, force=force))
@@ -131,6 +138,9 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
     from detect_caches.measure.session import measure_latency, probe_latency_lines, probe_level_peaks
     warm: list[Future] = []
     log = MeasurementLog(out / "measurements.csv" if out else None)
+    if hasattr(progress, "plan"):          # the bar counts the planned work, not the budget
+        from detect_caches.pipeline.progress_plan import planned
+        progress.plan(planned(device, opts))
 
     def on_point(m):
         # imports and fonts warm up once the first point is in: the first launch (Triton's set-up)
@@ -151,7 +161,7 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
         session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
                                                           before_detect=latency_then_warm)
         from detect_caches.detector.latency import probe_targets
-        plot = _render_later(detection, _title(device.facts)) if out else None
+        plot = _render_later(detection, _title(device.facts), device.facts.vendor) if out else None
         if opts.peak_budget:
             probe_level_peaks(session, detection.levels, log, opts, on_point)
         if opts.latency_budget:
@@ -239,14 +249,19 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     t = time.perf_counter()
     detection = detect_levels(session.records, device.facts)
     seconds = time.perf_counter() - t
+    LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
+             ", ".join(lv.name for lv in detection.levels), seconds)
     for _ in range(REFINE_ROUNDS):
         budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
         requests = uncertain_falls(detection)
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
+        LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
         t = time.perf_counter()
         detection = detect_levels(session.records, device.facts)
         seconds += time.perf_counter() - t
+    for lv in detection.levels:
+        LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})
     return session, detection, seconds
 
 

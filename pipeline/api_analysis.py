@@ -40,10 +40,11 @@ def _facts(device, vendor: str | None, name: str):
     return facts
 
 
-def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -> Result:
+def analyze(measurements, device=None, *, vendor: str | None = None, out=None, overwrite: bool = False) -> Result:
     """Detection and reports on recorded measurements: a measurements.csv path or a pandas
     DataFrame with its columns. ``device``: what --device-json holds (a dict or a path; a
-    result.json works too). No GPU, no torch."""
+    result.json works too). No GPU, no torch. ``overwrite=True`` replaces an earlier result in ``out``
+    (never the CSV it reads)."""
     from detect_caches.reader import read_measurements, records_from_rows
     t0 = time.perf_counter()
     warnings: list[str] = []
@@ -54,10 +55,15 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None) -
         records = read_measurements(measurements, warnings)
         source, name = str(measurements), Path(measurements).stem
     facts = _facts(device, vendor, name)
+    from detect_caches.pipeline.cli_log import get
+    get("api").info("analyze: %d measurements from %s, device %s", len(records), source, facts.name)
     out_path = None
     if out is not None:
         from detect_caches.pipeline.outputs import claim_out_dir
-        out_path = claim_out_dir(Path(out))
+        if overwrite and isinstance(measurements, (str, Path)) and \
+                Path(measurements).resolve().parent == Path(out).resolve():
+            raise InputError("overwrite would replace the measurements being analyzed; write into another out=")
+        out_path = claim_out_dir(Path(out), overwrite=overwrite)
     try:
         from detect_caches.detector.analyze import detect_levels
         from detect_caches.detector.carveouts import launch_carveout, recorded_launch
@@ -98,5 +104,8 @@ def compare(baseline, current, *, capacity_tol=None, bandwidth_tol=None, latency
     from detect_caches.reports.compare import check_comparable, compare_results
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     base, cur = _as_result(baseline), _as_result(current)
+    from detect_caches.pipeline.cli_log import get
+    get("api").info("compare: %s (%s) against %s (%s)", cur["device"].get("name"), cur.get("created") or "undated",
+                    base["device"].get("name"), base.get("created") or "undated")
     check_comparable(base, cur, force=force)
     return compare_results(base, cur, **tolerances)

@@ -7,7 +7,6 @@ itself failed or is incomplete (a result that cannot be read)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from detect_caches.errors import InputError
 from detect_caches.pipeline.console import say
@@ -57,7 +56,7 @@ def finish_run(result, args) -> int:
     else:
         say(summary_table(result.data))
         if result.out:
-            say(f"report: {result.out / 'report.md'}")
+            say(f"report: {result.out / 'report.md'} (and report.html, bandwidth.png)")
     cmp = result.data.get("comparison")
     if cmp is not None:
         say(cmp["markdown"], err=args.json)
@@ -73,34 +72,16 @@ def finish_run(result, args) -> int:
     return EXIT_DRIFT if cmp["failed"] else EXIT_OK
 
 
-def cmd_compare(argv: list[str], parser) -> int:
-    p = parser(prog="detect-caches compare", description=(
-        "Regression check between two result.json files: a Markdown table on stdout (or --json); exit 0 if "
-        "within tolerance and repeatability, 1 on drift, 2 on bad input."))
-    p.add_argument("baseline", type=Path)
-    p.add_argument("current", type=Path)
-    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-    add_check_options(p)
-    args = p.parse_args(argv)
+def cmd_compare(args) -> int:
+    """compare BASELINE CURRENT (pipeline.cli_parser defines its arguments)."""
     from detect_caches.pipeline.api import compare
     cmp = compare(args.baseline, args.current, force=args.force, **tolerances(args))
     say(dumps(cmp.to_dict()) if args.json else cmp.markdown().rstrip("\n"))
     return EXIT_DRIFT if cmp.failed else EXIT_OK
 
 
-def cmd_history(argv: list[str], parser) -> int:
-    p = parser(prog="detect-caches history", description=(
-        "The runs of each GPU in time order (folders searched for result.json): a Markdown table and a plot "
-        "per level; exit 1 when the newest run of a GPU fails against its reference, 2 when a result "
-        "cannot be read."))
-    p.add_argument("paths", type=Path, nargs="+", help="result.json files or folders of runs")
-    p.add_argument("--out", type=Path, help="write history.md, history.json and history.png into this new folder")
-    p.add_argument("--reference", metavar="first|median|FILE|DATE",
-                   help="each GPU's reference: its first run (default), the median of its earlier runs, a "
-                        "result.json, or its last run on or before a date such as 2026-11-30")
-    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-    add_check_options(p, force=False)
-    args = p.parse_args(argv)
+def cmd_history(args) -> int:
+    """history PATHS... (pipeline.cli_parser defines its arguments)."""
     from detect_caches.pipeline.api_checks import history
     result = history(args.paths, out=args.out, reference=args.reference, **tolerances(args))
     say(dumps(result.to_dict()) if args.json else result.markdown().rstrip("\n"))
@@ -120,18 +101,8 @@ def _skipped(skipped: list[str]) -> int:
     return EXIT_ERROR if skipped else 0
 
 
-def cmd_fleet(argv: list[str], parser) -> int:
-    p = parser(prog="detect-caches fleet", description=(
-        "Fleet report from result.json files of GPUs of one model: outliers first, each level's distribution, "
-        "the full table (fleet.csv); exit 0 if no outliers, 1 if any, 2 on bad or unreadable input."))
-    p.add_argument("results", type=Path, nargs="+", help="result.json files (one per GPU), or folders of them")
-    p.add_argument("--out", type=Path, help="also write fleet.md, fleet.json, fleet.csv and fleet.png into this new folder")
-    p.add_argument("--baseline", type=Path, help="also compare every GPU with this result.json, or with its own "
-                                                 "latest earlier run in this folder")
-    p.add_argument("--json", action="store_true", help="print fleet.json to stdout")
-    p.add_argument("--accept-incomplete", action="store_true", help="accept results that carry doubts")
-    add_check_options(p)
-    args = p.parse_args(argv)
+def cmd_fleet(args) -> int:
+    """fleet RESULTS... (pipeline.cli_parser defines its arguments)."""
     from detect_caches.pipeline.api_checks import fleet
     from detect_caches.pipeline.fleet_run import print_fleet
     said: list[str] = []

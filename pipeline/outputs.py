@@ -2,6 +2,7 @@
 one folder), and the files of a result written whole, checked before the first is written."""
 from __future__ import annotations
 
+import contextvars
 import errno
 import json
 import os
@@ -11,6 +12,28 @@ from pathlib import Path
 from detect_caches.errors import InputError
 
 CLAIM = ".detect-caches-claim"
+RESULT_FILES = ("result.json", "report.md", "report.html", "bandwidth.png", "measurements.csv")
+# who asked: the command line names its flag (--out), the Python API its arguments
+CLI = contextvars.ContextVar("detect_caches_cli", default=False)
+
+
+def _another() -> str:
+    return "choose another --out" if CLI.get() else "pass another out="
+
+
+def _replace(path: Path) -> None:
+    """overwrite=True: remove an earlier result's files, and refuse a folder holding anything else."""
+    others = sorted(p.name for p in path.iterdir() if p.name not in RESULT_FILES and p.name != CLAIM)
+    if others:
+        raise InputError(f"{path} holds files detect-caches did not write ({', '.join(others[:3])}"
+                         f"{', ...' if len(others) > 3 else ''}); overwrite replaces a result folder only")
+    for name in RESULT_FILES:
+        try:
+            (path / name).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise InputError(f"cannot replace {path / name}: {exc.strerror or exc}") from None
 
 
 def default_out(device_name: str, prefix: str = "") -> Path:
@@ -19,14 +42,15 @@ def default_out(device_name: str, prefix: str = "") -> Path:
     return Path("detect-caches-results") / f"{prefix}{slug}-{stamp}"
 
 
-def claim_out_dir(path: Path) -> Path:
+def claim_out_dir(path: Path, *, overwrite: bool = False) -> Path:
     """Create ``path`` for this run alone, or take it if it is an empty folder nobody else has
-    claimed; refuse anything else with one sentence. Never overwrites."""
+    claimed; refuse anything else with one sentence. Never overwrites, unless ``overwrite`` (the
+    Python API's, for a notebook cell run again): then an earlier result's files there go."""
     path = Path(path)
     for up in path.parents:                 # a file where a folder must be: say which
         if up.exists():
             if not up.is_dir():
-                raise InputError(f"{up} is not a folder; choose another --out")
+                raise InputError(f"{up} is not a folder; {_another()}")
             break
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,12 +60,15 @@ def claim_out_dir(path: Path) -> Path:
         os.mkdir(path)                      # atomic: one of two racing runs wins
     except FileExistsError:
         if not path.is_dir():
-            raise InputError(f"{path} exists and is not a folder; choose another --out") from None
-        if any(p.name != CLAIM for p in path.iterdir()):
-            raise InputError(f"{path} already exists; choose another --out (results are never "
+            raise InputError(f"{path} exists and is not a folder; {_another()}") from None
+        if overwrite and not (path / CLAIM).exists():
+            _replace(path)
+        elif any(p.name != CLAIM for p in path.iterdir()):
+            more = "" if CLI.get() else " or overwrite=True"
+            raise InputError(f"{path} already exists; {_another()}{more} (results are never "
                              f"overwritten)") from None
     except NotADirectoryError:
-        raise InputError(f"{path.parent} is not a folder; choose another --out") from None
+        raise InputError(f"{path.parent} is not a folder; {_another()}") from None
     except OSError as exc:
         raise InputError(f"cannot create {path}: {exc.strerror or exc}") from None
     try:
@@ -49,8 +76,7 @@ def claim_out_dir(path: Path) -> Path:
         os.write(fd, f"{os.getpid()} {time.time()}\n".encode())
         os.close(fd)
     except FileExistsError:
-        raise InputError(f"{path} is being written by another detect-caches run; choose another "
-                         f"--out") from None
+        raise InputError(f"{path} is being written by another detect-caches run; {_another()}") from None
     except OSError as exc:
         raise InputError(f"cannot write to {path}: {exc.strerror or exc}") from None
     return path
@@ -65,8 +91,8 @@ def release(path: Path) -> None:
 
 
 def write_result_files(out: Path, result: dict, detection, plot_title: str, *, plot_future=None) -> None:
-    """result.json, report.md and bandwidth.png, each whole; the result is checked before any is
-    written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""
+    """result.json, report.md, report.html and bandwidth.png, each whole; the result is checked
+    before any is written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""
     from detect_caches.reports.atomic import write_bytes_atomic, write_text_atomic
     from detect_caches.reports.markdown import render_report
     from detect_caches.reports.result_json import dumps, validate_result
@@ -77,9 +103,14 @@ def write_result_files(out: Path, result: dict, detection, plot_title: str, *, p
         png = plot_future.result() if plot_future is not None else None
         if png is None:
             from detect_caches.reports.plot import render_plot
-            png = render_plot(detection, plot_title)
+            png = render_plot(detection, plot_title, vendor=result["device"].get("vendor"))
+        from detect_caches.reports.html import render_html
+        page = render_html(result, png)
         write_text_atomic(out / "result.json", text)
         write_text_atomic(out / "report.md", report)
+        write_text_atomic(out / "report.html", page)
         write_bytes_atomic(out / "bandwidth.png", png)
+        from detect_caches.pipeline.cli_log import get
+        get("outputs").info("wrote result.json, report.md, report.html and bandwidth.png into %s", out)
     except OSError as exc:
         raise OSError(exc.errno or errno.EIO, f"cannot write the result into {out}: {exc.strerror or exc}") from None

@@ -19,6 +19,9 @@ def _stage(m) -> str:
 
 
 class Progress:
+    """``total``: the measurements expected (the budget until ``plan`` says more: the bar then
+    counts the planned work, stage by stage)."""
+
     def __init__(self, total: int, *, quiet: bool = False, stream=None):
         self.stream = sys.stderr if stream is None else stream
         self.enabled = not quiet and self.stream is not None and _writable(self.stream)
@@ -26,6 +29,8 @@ class Progress:
         self.count = 0
         self.bar = None
         self.stage, self.stage_count, self.stage_t0 = "", 0, time.perf_counter()
+        self.expected: dict[str, int] = {}   # stage -> measurements planned (done stages: taken)
+        self.seen: dict[str, int] = {}       # stage -> measurements taken
         self.last_t = self.stage_t0    # the latest point: a stage lasts from the previous stage's
                                        # last point to its own last (not the analysis between)
         if self.enabled and _isatty(self.stream):
@@ -35,16 +40,37 @@ class Progress:
             except Exception:   # no tqdm, or a stream it cannot draw on: plain lines instead
                 self.bar = None
 
+    def plan(self, expected: dict[str, int]) -> None:
+        """The work each stage plans (pipeline.progress_plan): the bar's total from now on."""
+        self.expected = dict(expected)
+        self._retotal()
+
+    def _retotal(self) -> None:
+        if not self.expected:
+            return
+        stages = set(self.expected) | set(self.seen)
+        total = max(sum(max(self.expected.get(s, 0), self.seen.get(s, 0)) for s in stages), self.count, 1)
+        if total != self.total:
+            self.total = total
+            if self.bar is not None:
+                self.bar.total = total
+                self.bar.refresh()
+
     def __call__(self, m) -> None:
         if not self.enabled:
             return
         self.count += 1
         try:
+            stage = _stage(m)
+            if stage != self.stage and self.stage in self.expected:
+                self.expected[self.stage] = self.seen[self.stage]    # done: what it took, not what it planned
+            self.seen[stage] = self.seen.get(stage, 0) + 1
             if self.bar is not None:
-                self.bar.set_postfix_str(f"{_stage(m)}: {m.working_set_bytes / 2**20:.2f} MiB", refresh=False)
+                self.stage = stage
+                self._retotal()
+                self.bar.set_postfix_str(f"{stage}: {m.working_set_bytes / 2**20:.2f} MiB", refresh=False)
                 self.bar.update(1)
                 return
-            stage = _stage(m)
             now = time.perf_counter()
             if stage != self.stage:
                 self._line()
@@ -66,6 +92,8 @@ class Progress:
             return
         try:
             if self.bar is not None:
+                self.bar.total = self.count       # the work is done: the bar ends full
+                self.bar.refresh()
                 self.bar.close()
             else:
                 self._line()

@@ -12,19 +12,31 @@ from detect_caches.pipeline.console import say
 EXIT_OK = 0
 
 
-def _seed_parser(prog: str, desc: str) -> argparse.ArgumentParser:
-    p = Parser(prog=prog, description=desc)
+def _seed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", type=bounded(1 << 16), default=0, help="GPU index (default 0)")
     p.add_argument("--simulate", metavar="PROFILE", help="run against a simulated GPU instead")
-    p.add_argument("--block-size", type=block, default=1024)
-    p.add_argument("--num-warps", type=bounded(32), default=4)
-    p.add_argument("--num-stages", type=bounded(8), default=1)
+    p.add_argument("--block-size", type=block, default=1024, help="elements each program loads per step (default 1024)")
+    p.add_argument("--num-warps", type=bounded(32), default=4, help="warps per program (default 4)")
+    p.add_argument("--num-stages", type=bounded(8), default=1, help="software pipelining stages (default 1)")
     p.add_argument("--num-cu", type=bounded(100_000), help="SMs/CUs used to size the grid (default: the device's)")
-    p.add_argument("--grid-multiplier", type=bounded(64), default=4)
-    p.add_argument("--num-repeat", type=bounded(10_000), default=20)
+    p.add_argument("--grid-multiplier", type=bounded(64), default=4, help="programs per SM/CU (default 4)")
+    p.add_argument("--num-repeat", type=bounded(10_000), default=20, help="timed launches per point (default 20)")
     p.add_argument("--load-flavour", choices=("volatile", "cached", "l2only"), default="volatile",
                    help="volatile is the seed's (it skips L1 on NVIDIA)")
-    return p
+
+
+def run_arguments(p: argparse.ArgumentParser) -> None:
+    _seed_arguments(p)
+    p.add_argument("--stream-elements", type=bounded(1 << 34), default=1024,
+                   help="float32 elements each program streams (a multiple of 256; default 1024)")
+    p.add_argument("--load-iterations", type=bounded(1_000_000), default=10,
+                   help="passes over its elements per launch, the largest of the regression (default 10)")
+
+
+def benchmark_arguments(p: argparse.ArgumentParser) -> None:
+    _seed_arguments(p)
+    p.add_argument("--test-name", default="bw_test", help="the CSV files' name prefix (default bw_test)")
+    p.add_argument("--results-dir", type=Path, default=Path("results"), help="where the CSV files go (default results)")
 
 
 def _seed_device(args):
@@ -35,11 +47,12 @@ def _seed_device(args):
     return TritonGPU(args.gpu)
 
 
-def cmd_run(argv: list[str]) -> int:
-    p = _seed_parser("detect-caches run", "The seed's single configuration.")
-    p.add_argument("--stream-elements", type=bounded(1 << 34), default=1024)
-    p.add_argument("--load-iterations", type=bounded(1_000_000), default=10)
-    args = p.parse_args(argv)
+def cmd_run(args) -> int:
+    """The seed's single configuration (``args``: run_arguments' namespace, or an argv list)."""
+    if isinstance(args, list):
+        p = Parser(prog="detect-caches run", description="The seed's single configuration.")
+        run_arguments(p)
+        args = p.parse_args(args)
     if args.stream_elements % 256:
         raise InputError(f"--stream-elements must be a multiple of 256 (1 KiB), got {args.stream_elements}")
     from detect_caches.measure.launch import LaunchConfig
@@ -66,11 +79,12 @@ def cmd_run(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def cmd_benchmark(argv: list[str]) -> int:
-    p = _seed_parser("detect-caches benchmark", "The seed's fixed sweep; CSVs under --results-dir.")
-    p.add_argument("--test-name", default="bw_test")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
-    args = p.parse_args(argv)
+def cmd_benchmark(args) -> int:
+    """The seed's fixed sweep (``args``: benchmark_arguments' namespace, or an argv list)."""
+    if isinstance(args, list):
+        p = Parser(prog="detect-caches benchmark", description="The seed's fixed sweep.")
+        benchmark_arguments(p)
+        args = p.parse_args(args)
     from detect_caches.measure.launch import LaunchConfig
     from detect_caches.measure.seed import run_benchmark
     device = _seed_device(args)

@@ -23,14 +23,14 @@ def _warm_up() -> Future:
     return fut
 
 
-def _render_later(detection, title: str) -> Future:
+def _render_later(detection, title: str, vendor: str | None = None) -> Future:
     """The plot, rendered in a thread while the probes run (they add no points to its curves)."""
     fut: Future = Future()
 
     def work():
         try:
             from detect_caches.reports.plot import render_plot
-            fut.set_result(render_plot(detection, title))
+            fut.set_result(render_plot(detection, title, vendor=vendor))
         except BaseException as exc:
             fut.set_exception(exc)
     threading.Thread(target=work, name="detect-caches-plot", daemon=True).start()

@@ -43,6 +43,11 @@ def _cells(row: dict) -> list[str]:
             "default" if row.get("driver_default") else ("yes" if row.get("reached") else "no: the default's L1")]
 
 
+def table_rows(result: dict) -> list[list[str]]:
+    """The carveout table's rows (empty without --carveouts)."""
+    return [_cells(r) for r in result.get("carveouts") or []]
+
+
 def array_line(result: dict) -> str:
     a = result.get("unified_array")
     if not a or a.get("seen_kib") is None:

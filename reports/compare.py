@@ -38,7 +38,7 @@ SIZES = ("line", "sector")
 HEADER = ["level", "quantity", "baseline", "current", "change", "detectable", "verdict"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Comparison:
     verdicts: list[Verdict]
     environment: list[str] = field(default_factory=list)   # what changed around the card
@@ -103,6 +103,19 @@ class Comparison:
             lines.append("")
         lines.append(self.summary())
         return "\n".join(lines) + "\n"
+
+    @property
+    def frame(self):
+        """The judged figures as a pandas DataFrame: numbers (bytes, GB/s, ns, fractions), not text."""
+        from detect_caches.reports.frames import comparison_frame
+        return comparison_frame(self)
+
+    def __repr__(self) -> str:
+        return f"<Comparison of {len(self.verdicts)} figures: {self.summary().removeprefix('Result: ')}>"
+
+    def _repr_html_(self) -> str:
+        from detect_caches.reports.html import inline, table
+        return table(HEADER, self.rows) + f"<p>{inline(self.summary())}</p>"
 
     def to_dict(self) -> dict:
         return {"fail_on": self.fail_on, "failed": self.failed, "drift": self.drift,

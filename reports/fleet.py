@@ -13,7 +13,7 @@ import statistics
 from collections import Counter
 
 from detect_caches.errors import InputError
-from detect_caches.reports.compare import DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, Comparison, compare_results
+from detect_caches.reports.compare import (DEFAULT_BANDWIDTH_TOL, DEFAULT_CAPACITY_TOL, DEFAULT_LATENCY_TOL, Comparison, compare_results)
 from detect_caches.reports.fleet_report import FleetReport, gpu_place  # noqa: F401  (re-exported)
 from detect_caches.reports.fmt import level_key
 from detect_caches.reports.identity import gpu_label, identified, run_time
@@ -83,15 +83,20 @@ def build_fleet_report(results: list[dict], *, capacity_tol: float = DEFAULT_CAP
     if not results:
         raise InputError("no results to build a fleet report from")
     names = {r["device"].get("name") for r in results}
-    if len(names) > 1:
+    if len(names) > 1 and not force:
         raise InputError(f"the results come from different device models ({', '.join(sorted(map(str, names)))}); "
-                         f"a fleet report compares GPUs of one model")
+                         f"a fleet report compares GPUs of one model (--force compares them anyway)")
     if baseline is not None:
         check_comparable(baseline, results[0], force=force)
     results, set_aside = newest_per_gpu(results)
     tols = dict(capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol, latency_tol=latency_tol, fail_on=fail_on)
     median = fleet_median(results)
-    report = FleetReport(results, median, failed=list(failed), context=context, set_aside=set_aside, fail_on=fail_on)
+    report = FleetReport(results, median, failed=list(failed), context=context, set_aside=set_aside, fail_on=fail_on,
+                         tolerances=dict(capacity=capacity_tol, bandwidth=bandwidth_tol,
+                                         latency=DEFAULT_LATENCY_TOL if latency_tol is None else latency_tol))
+    if len(names) > 1:
+        report.notes.append(f"the GPUs are of {len(names)} models ({', '.join(sorted(map(str, names)))}), compared "
+                            f"anyway (--force): a difference between models is not drift")
     strangers = [r for r in results if not identified(r)]
     if strangers:
         report.notes.append(f"{len(strangers)} result(s) name neither a UUID nor a host: each counts as a GPU "

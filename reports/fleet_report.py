@@ -8,9 +8,14 @@ import statistics
 from dataclasses import dataclass, field
 
 from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, level_key, markdown_table
+from detect_caches.reports.gpu_names import short_names
 from detect_caches.reports.identity import gpu_label
+from detect_caches.reports.summary import fmt_bw, fmt_latency, scope_words
 
 TABLE_IN_MARKDOWN = 64     # larger fleets: the full table is in fleet.csv and fleet.json only
+FIGURES = (("capacity_bytes", fmt_bytes), ("bandwidth_gbs", fmt_gbs), ("latency_ns", lambda v: f"{v:.1f} ns"))
+CSV_FIELDS = ("capacity_bytes", "bandwidth_gbs", "latency_ns", "capacity_repeatability", "bandwidth_repeatability",
+              "latency_repeatability")
 
 
 def gpu_place(result: dict) -> str:
@@ -48,6 +53,18 @@ class FleetReport:
     disagreements: list[str] = field(default_factory=list)         # two GPUs that do not agree
     unresolved: bool = False                                       # ... and nothing says which is right
     notes: list[str] = field(default_factory=list)
+    tolerances: dict = field(default_factory=dict)                 # capacity/bandwidth/latency -> tolerance
+
+    @property
+    def names(self) -> dict[str, str]:
+        """gpu label -> the short name reports show (host:index where unique, else the UUID's start)."""
+        return short_names([(r, r.get("source_path")) for r in self.results])
+
+    def heading(self, key: str) -> str:
+        """"L1 per SM", "L2 per XCD", "HBM": a level key as a reader reads it."""
+        name, _, scope = key.partition(" (")
+        words = scope_words(scope.rstrip(")"), self.results[0]["device"].get("vendor"))
+        return name if words == "device" else f"{name} {words}"
 
     @property
     def drift(self) -> bool:
@@ -60,13 +77,19 @@ class FleetReport:
     def _ordered(self) -> list[dict]:
         return sorted(self.results, key=lambda r: (_label(r) not in self.outliers, gpu_place(r)))
 
-    def _cells(self, res: dict, verdict: str) -> list[str]:
+    def _cells(self, res: dict, verdict: str, name: str) -> list[str]:
         dev = res["device"]
         lv = {level_key(x): x for x in res["levels"]}
-        row = [gpu_place(res), str(dev.get("uuid") or "-")[:20]]
+        row = [name, str(dev.get("uuid") or "-")]
         for k in self._keys():
             x = lv.get(k)
-            row.append("absent" if x is None else f"{fmt_bytes(x.get('capacity_bytes'))} / {fmt_gbs(x['bandwidth_gbs'])}")
+            if x is None:
+                row.append("absent")
+                continue
+            parts = [fmt_bytes(x["capacity_bytes"])] if x.get("capacity_bytes") else []
+            parts.append(fmt_bw(x.get("bandwidth_gbs")))
+            parts += [fmt_latency(x)] if x.get("latency_ns") is not None else []
+            row.append(", ".join(parts))
         return row + [verdict]
 
     def markdown(self) -> str:
@@ -81,11 +104,10 @@ class FleetReport:
                   f"from the fleet median (three GPUs or more) or from its baseline by more than the tolerance and "
                   f"by more than the repeatabilities explain, in a direction the check fails on (--fail-on "
                   f"{self.fail_on}), or a level is missing or extra (as in `compare`).", ""]
-        by_label = {_label(r): r for r in self.results}
+        names = self.names
 
         def who(g: str) -> str:
-            place = gpu_place(by_label[g])
-            return place if place == g else f"{place} ({g})"
+            return names.get(g, g)
         if self.outliers:
             lines += ["## Outliers", ""]
             lines += [f"- {who(g)}: " + "; ".join(w) for g, w in self.outliers.items()]
@@ -107,18 +129,18 @@ class FleetReport:
         lines += ["## Levels across the fleet", ""]
         rows = []
         for key in self._keys():
-            for name, unit in (("capacity_bytes", fmt_bytes), ("bandwidth_gbs", fmt_gbs)):
+            for name, unit in FIGURES:
                 d = distribution(self.results, key, name)
                 if d:
-                    rows.append([key, name.split("_")[0], str(d["n"]), unit(d["median"]), f"{d['spread']:.2%}",
-                                 unit(d["min"]), unit(d["max"])])
+                    rows.append([self.heading(key), name.split("_")[0], str(d["n"]), unit(d["median"]),
+                                 f"{d['spread']:.2%}", unit(d["min"]), unit(d["max"])])
         lines += [markdown_table(["level", "figure", "GPUs", "median", "spread (1.48 MAD)", "min", "max"], rows), ""]
         if len(self.results) <= TABLE_IN_MARKDOWN:
             trows = [self._cells(r, "OUTLIER: " + "; ".join(self.outliers[_label(r)])
-                                 if _label(r) in self.outliers else "ok") for r in self._ordered()]
-            trows.append(self._cells(self.median, "fleet median"))
-            lines += ["## Every GPU", "", markdown_table(["GPU", "UUID"] + [f"{k} capacity / bandwidth" for k in
-                                                                           self._keys()] + ["verdict"], trows), ""]
+                                 if _label(r) in self.outliers else "ok", who(_label(r))) for r in self._ordered()]
+            trows.append(self._cells(self.median, "fleet median", "fleet median"))
+            lines += ["## Every GPU", "", "Each level: size (where it has one), bandwidth, latency.", "",
+                      markdown_table(["GPU", "UUID"] + [self.heading(k) for k in self._keys()] + ["verdict"], trows), ""]
         else:
             lines += [f"The table of all {len(self.results)} GPUs is in fleet.csv and fleet.json.", ""]
         return "\n".join(lines)
@@ -127,10 +149,11 @@ class FleetReport:
         return {"schema_version": 3, "context": self.context, "fail_on": self.fail_on, "failed_check": self.drift,
                 "outliers": self.outliers, "changed": self.changed, "disagreements": self.disagreements,
                 "failed": self.failed, "set_aside": self.set_aside, "notes": self.notes,
-                "distribution": {k: {n: distribution(self.results, k, n) for n in ("capacity_bytes", "bandwidth_gbs")}
+                "distribution": {k: {n: distribution(self.results, k, n) for n, _ in FIGURES}
                                  for k in self._keys()},
                 "median": self.median["levels"],
-                "gpus": [{"label": _label(r), "place": gpu_place(r), "device": r["device"], "levels": r["levels"],
+                "gpus": [{"label": _label(r), "place": gpu_place(r), "name": self.names.get(_label(r)),
+                          "device": r["device"], "levels": r["levels"],
                           "outlier": _label(r) in self.outliers, "baseline": self.baselines.get(_label(r)),
                           "verdicts": self.verdicts.get(_label(r), [])} for r in self._ordered()]}
 
@@ -138,8 +161,7 @@ class FleetReport:
         buf = io.StringIO()
         w = csv.writer(buf)
         keys = self._keys()
-        w.writerow(["gpu", "uuid", "host", "index", "outlier"] + [f"{k} {f}" for k in keys
-                                                                 for f in ("capacity_bytes", "bandwidth_gbs")])
+        w.writerow(["gpu", "uuid", "host", "index", "outlier"] + [f"{k} {f}" for k in keys for f in CSV_FIELDS])
         for r in self._ordered():
             lv = {level_key(x): x for x in r["levels"]}
             dev = r["device"]
@@ -147,6 +169,6 @@ class FleetReport:
                    "yes" if _label(r) in self.outliers else "no"]
             for k in keys:
                 x = lv.get(k) or {}
-                row += [x.get("capacity_bytes") if x.get("capacity_bytes") is not None else "", x.get("bandwidth_gbs", "")]
+                row += ["" if x.get(f) is None else x[f] for f in CSV_FIELDS]
             w.writerow(row)
         return buf.getvalue()

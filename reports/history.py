@@ -12,7 +12,7 @@ from pathlib import Path
 
 from detect_caches.errors import InputError
 from detect_caches.reports.compare import Comparison, compare_results, environment_changes
-from detect_caches.reports.fmt import fmt_bytes, fmt_gbs, level_key
+from detect_caches.reports.fmt import level_key
 from detect_caches.reports.identity import gpu_key, gpu_label, identified, parse_when, run_time
 from detect_caches.reports.search import find_results, show
 
@@ -164,12 +164,3 @@ def level_keys(runs: list[Run]) -> list[str]:
     for run in runs:
         keys += [level_key(lv) for lv in run.result["levels"] if level_key(lv) not in keys]
     return keys
-
-
-def row_cells(run: Run, keys: list[str]) -> list[str]:
-    dev, lv = run.result["device"], {level_key(x): x for x in run.result["levels"]}
-    env = dev.get("environment") or {}
-    row = [str(run.result.get("created") or "unknown")[:19], show(gpu_label(run.result, run.path))[:24],
-           show(env.get("driver") or dev.get("driver") or "-")]
-    return row + ["-" if k not in lv else f"{fmt_bytes(lv[k].get('capacity_bytes'))} / {fmt_gbs(lv[k]['bandwidth_gbs'])}"
-                  for k in keys] + [run.verdict]

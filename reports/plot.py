@@ -1,124 +1,194 @@
-"""bandwidth.png: log-log bandwidth against working set for each sweep, plateaus shaded,
-capacities and their intervals marked. Mid-grey text on a white card reads in dark and light viewers."""
+"""bandwidth.png: bandwidth (TB/s) against working set for each sweep, the latency chase beside
+them. Each plateau is labelled with its level and figure, each capacity marked in its level's
+colour (one colour per level in every panel, reports.plot_levels), the interval where the size
+can lie shaded; labels are placed where they cover nothing (reports.label_place)."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import matplotlib.ticker
-import numpy as np
+from types import SimpleNamespace
 
 from detect_caches.detector.levels import Detection
 from detect_caches.reports.atomic import write_bytes_atomic
 from detect_caches.reports.figure import RENDER_LOCK, new_figure, png_bytes
 from detect_caches.reports.fmt import fmt_bytes
-from detect_caches.grid import DENSE_SLOT_BYTES
+from detect_caches.reports.plot_axes import bandwidth_axis, binary_ticks, latency_axis, size_axis, tick_label  # noqa: F401
+from detect_caches.reports.plot_header import fix_layout, header
+from detect_caches.reports.plot_levels import bandwidth_plateaus, latency_plateaus, level_color
+from detect_caches.reports.label_place import Placer
+from detect_caches.reports.summary import answer_line, fmt_bw, unit_word
+from detect_caches.measure.chains import DENSE_SLOT_BYTES
 
-SWEEP_TITLES = {"chase": "latency: one-SM pointer chase (x = chain bytes)",
-                "private": "private sweep: rows by SM/CU (x = bytes per SM/CU)",
-                "shared": "shared sweep: whole device (x = aggregate bytes)"}
-COLORS = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#d62728", "#8c564b"]
-
-
-def binary_ticks(lo: float, hi: float, max_ticks: int = 9) -> list[float]:
-    """Powers of two between ``lo`` and ``hi``, every 1, 2 or 4 octaves (16 KiB, 64 KiB, ...)."""
-    first, last = math.ceil(math.log2(lo)), math.floor(math.log2(hi))
-    for every in (1, 2, 4, 8):
-        exps = [e for e in range(first, last + 1) if e % every == 0]
-        if len(exps) <= max_ticks:
-            return [2.0 ** e for e in exps]
-    return [2.0 ** first, 2.0 ** last]
+WRAP = 118      # the subtitle (the answer line) wraps at a level boundary past this many characters
 
 
-def tick_label(v: float) -> str:
-    """A binary size without a useless decimal: 16 KiB, 256 KiB, 4 MiB, 1 GiB."""
-    return fmt_bytes(v).replace(".0 ", " ")
+def _titles(vendor: str | None) -> dict[str, tuple[str, str]]:
+    unit = unit_word(vendor)
+    units = "SMs/CUs" if unit == "SM/CU" else f"{unit}s"
+    return {"private": (f"Each {unit} reads its own rows (private sweep)", f"working set per {unit}"),
+            "shared": (f"All {units} read one array (shared sweep)", "working set, whole device")}
 
 
-def _mark_capacities(ax, an, ymin: float) -> None:
-    for st in an.steps:
-        e = st.estimate
-        ax.axvspan(e.low_bytes, e.high_bytes, color="#888888", alpha=0.18)
-        ax.axvline(e.capacity_bytes, color="#333333", ls="--", lw=1.2)
-        if e.half_hit_bytes and abs(math.log(e.half_hit_bytes / e.capacity_bytes)) > 0.02:
-            ax.axvline(e.half_hit_bytes, color="#999999", ls="-.", lw=0.8)
-        ax.text(e.capacity_bytes, ymin, f" {fmt_bytes(e.capacity_bytes)} ({e.shape})", rotation=90,
-                va="bottom", fontsize=8, color="#333333")
+def _draw_sweep(ax, detection: Detection, sweep: str, vendor: str | None) -> list:
+    """Points, plateaus and falls of one bandwidth sweep; returns the labels to place."""
+    an, levels = detection.sweeps[sweep], detection.levels
+    c = an.curve
+    tb = c.bandwidth_gbs / 1000
+    ax.plot(c.size_bytes, tb, ".", color="#333333", ms=4, zorder=3)
+    if c.noisy.any():
+        ax.plot(c.size_bytes[c.noisy], tb[c.noisy], "x", color="#000000", ms=6, zorder=3)
+    owners = bandwidth_plateaus(detection, sweep)
+    labels = []
+    for p, owner in zip(an.plateaus, owners):
+        col = level_color(owner)
+        ax.axvspan(p.size_lo_bytes, p.size_hi_bytes, color=col, alpha=0.07, lw=0)
+        ax.hlines(p.bandwidth_gbs / 1000, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2.5, zorder=4)
+        name = levels[owner].name if owner is not None else ""
+        labels.append(("plateau", f"{name} {fmt_bw(p.bandwidth_gbs)}".strip(), col, p))
+    for p in an.partials:
+        ax.hlines(p.bandwidth_gbs / 1000, p.size_lo_bytes, p.size_hi_bytes, colors="#777777", lw=1.5, ls=":")
+    for k, st in enumerate(an.steps):
+        owner = owners[k] if k < len(owners) else None
+        e, col = st.estimate, level_color(owner)
+        lv = levels[owner] if owner is not None else None
+        if lv is not None and lv.sweep == sweep and lv.capacity_bytes:
+            ax.axvspan(e.low_bytes, e.high_bytes, color=col, alpha=0.22, lw=0)
+            ax.axvline(e.capacity_bytes, color=col, ls="--", lw=1.6, zorder=2)
+            scope = {"per_cu": f" per {unit_word(vendor)}", "per_xcd": " per XCD"}.get(lv.scope, "")
+            labels.append(("capacity", f"{lv.name} {fmt_bytes(lv.capacity_bytes)}{scope}", col, e.capacity_bytes))
+        else:       # a level measured on the other sweep, passed again here
+            ax.axvline(e.capacity_bytes, color=col, ls=":", lw=1.0, zorder=2)
+    title, xlabel = _titles(vendor)[sweep]
+    size_axis(ax, c.size_bytes)
+    bandwidth_axis(ax, tb.min() * 0.55, tb.max() * 1.6)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("bandwidth (TB/s)")
+    ax.set_title(title, fontsize=11)
+    return labels
 
 
-def _latency_panel(ax, an) -> None:
-    """Latency against chain size: plateaus (ns), knees."""
+def _draw_chase(ax, detection: Detection, vendor: str | None) -> list:
+    an, levels = detection.sweeps["chase"], detection.levels
     c = an.curve
     ns = DENSE_SLOT_BYTES / c.bandwidth_gbs
-    ax.loglog(c.size_bytes, ns, ".", color="#444444", ms=4, label="measured (ns per hop)")
-    for i, p in enumerate(an.plateaus):
-        col = COLORS[i % len(COLORS)]
-        ax.hlines(DENSE_SLOT_BYTES / p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2)
-        ax.text(np.sqrt(p.size_lo_bytes * p.size_hi_bytes), DENSE_SLOT_BYTES / p.bandwidth_gbs * 1.12,
-                f"{DENSE_SLOT_BYTES / p.bandwidth_gbs:.0f} ns", ha="center", fontsize=8, color=col)
-    for st in an.steps:
-        ax.axvline(st.estimate.capacity_bytes, color="#333333", ls="--", lw=1.0)
-    _size_axis(ax, c.size_bytes)
-    ax.set_ylim(ns.min() * 0.7, ns.max() * 1.6)
-    ax.set_xlabel("chain (working set)")
+    ax.plot(c.size_bytes, ns, ".", color="#333333", ms=4, zorder=3)
+    owners = latency_plateaus(detection)
+    labels = []
+    for p, (owner, part) in zip(an.plateaus, owners):
+        col = level_color(owner)
+        lat = DENSE_SLOT_BYTES / p.bandwidth_gbs
+        ax.hlines(lat, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2.5, zorder=4)
+        name = f"{levels[owner].name} {part}".strip() if owner is not None else ""
+        labels.append(("plateau", f"{name} {lat:.0f} ns".strip(), col, p, lat))
+    for k, st in enumerate(an.steps):
+        owner = owners[k][0] if k < len(owners) else None
+        ax.axvline(st.estimate.capacity_bytes, color=level_color(owner), ls="--", lw=1.2, zorder=2)
+    # a far part too short to be a plateau of its own (a split L2's far half): its step
+    for i, lv in enumerate(levels):
+        steps = lv.latency_steps or []
+        if len(steps) > 1 and not any(o == i and part == "far" for o, part in owners):
+            for before, step in zip(steps, steps[1:]):
+                ax.hlines(step["latency_ns"], before["up_to_bytes"], step["up_to_bytes"], colors=level_color(i),
+                          lw=2.5, ls=(0, (4, 2)), zorder=4)
+                span = SimpleNamespace(size_lo_bytes=before["up_to_bytes"], size_hi_bytes=step["up_to_bytes"])
+                labels.append(("plateau", f"{lv.name} far {step['latency_ns']:.0f} ns", level_color(i), span,
+                               step["latency_ns"]))
+    size_axis(ax, c.size_bytes)
+    latency_axis(ax, ns.min() * 0.6, ns.max() * 1.8)
+    ax.set_xlabel("pointer chain (working set)")
     ax.set_ylabel("latency (ns)")
-    ax.set_title(SWEEP_TITLES["chase"], fontsize=10, color="#222222")
-    ax.grid(True, which="both", color="#dddddd", lw=0.5)
-    ax.plot([], [], ls="--", color="#333333", label="latency knee")
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    ax.set_title(f"Latency: one {unit_word(vendor)} follows a pointer chain", fontsize=11)
+    return labels
 
 
-def _size_axis(ax, size_bytes) -> None:
-    """The working-set axis over the sizes measured, ticked at binary sizes (16 KiB, 4 MiB)."""
-    lo, hi = float(np.min(size_bytes)) / 1.15, float(np.max(size_bytes)) * 1.15
-    ax.set_xlim(lo, hi)
-    ticks = binary_ticks(lo, hi)
-    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([tick_label(t) for t in ticks]))
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+def _plateau_spots(p, y: float, mul: float) -> list[dict]:
+    lo, hi = p.size_lo_bytes, p.size_hi_bytes
+    mid = math.sqrt(lo * hi)
+    spots = []
+    for x, ha in ((mid, "center"), (lo * (hi / lo) ** 0.2, "left"), (hi / (hi / lo) ** 0.2, "right"),
+                  (lo, "left"), (hi, "right")):
+        spots += [dict(x=x, y=y * mul, ha=ha, va="bottom"), dict(x=x, y=y / mul, ha=ha, va="top")]
+    return spots
 
 
-def build_figure(detection: Detection, title: str):
-    """The matplotlib figure: one log-log panel per sweep."""
-    sweeps = [s for s in ("private", "shared", "chase") if s in detection.sweeps]
-    fig = new_figure((10, 4.2 * len(sweeps)))
-    axes = fig.subplots(len(sweeps), 1, squeeze=False)
-    fig.patch.set_facecolor("white")
-    for ax, sweep in zip(axes[:, 0], sweeps):
-        an = detection.sweeps[sweep]
-        c = an.curve
-        ax.set_facecolor("white")
-        if sweep == "chase":
-            _latency_panel(ax, an)
-            continue
-        ax.loglog(c.size_bytes, c.bandwidth_gbs, ".", color="#444444", ms=4, label="measured (median per size)")
-        if c.noisy.any():
-            ax.loglog(c.size_bytes[c.noisy], c.bandwidth_gbs[c.noisy], "x", color="#d62728", ms=6, label="noisy point")
-        for i, p in enumerate(an.plateaus):
-            col = COLORS[i % len(COLORS)]
-            ax.axvspan(p.size_lo_bytes, p.size_hi_bytes, color=col, alpha=0.10)
-            ax.hlines(p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2)
-            ax.text(np.sqrt(p.size_lo_bytes * p.size_hi_bytes), p.bandwidth_gbs * 1.08,
-                    f"{p.bandwidth_gbs / 1000:.2f} TB/s", ha="center", fontsize=8, color=col)
-        for p in an.partials:
-            ax.hlines(p.bandwidth_gbs, p.size_lo_bytes, p.size_hi_bytes, colors="#777777", lw=1.5, ls=":")
-        ymin = c.bandwidth_gbs.min() * 0.8
-        _mark_capacities(ax, an, ymin)
-        _size_axis(ax, c.size_bytes)
-        ax.set_xlabel("working set")
-        ax.set_ylabel("bandwidth (GB/s)")
-        ax.set_title(SWEEP_TITLES[sweep], fontsize=10, color="#222222")
-        ax.grid(True, which="both", color="#dddddd", lw=0.5)
-        ax.set_ylim(c.bandwidth_gbs.min() * 0.6, c.bandwidth_gbs.max() * 1.35)
-        ax.plot([], [], ls="--", color="#333333", label="capacity (the rule of its fall shape, see report)")
-        if any(st.estimate.half_hit_bytes for st in an.steps):
-            ax.plot([], [], ls="-.", color="#999999", label="half-hit point (secondary)")
-        if an.partials:
-            ax.plot([], [], ls=":", color="#777777", label="partial hits inside a fall")
-        ax.fill_between([], [], color="#888888", alpha=0.18, label="where the size can lie")
-        ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
-    fig.suptitle(title.replace("$", r"\$"), fontsize=12, color="#222222")
-    fig.tight_layout()
+def _capacity_spots(ax, x: float) -> list[dict]:
+    tr = ax.get_xaxis_transform()
+    return [dict(x=x * f, y=yf, ha=ha, va="top", transform=tr)
+            for yf in (0.97, 0.82, 0.67, 0.5, 0.33, 0.18) for f, ha in ((1.04, "left"), (1 / 1.04, "right"))]
+
+
+def _place_labels(placer: Placer, labels: list) -> None:
+    box = dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85)
+    for kind, text, col, *where in labels:      # plateaus first: they belong where they are
+        if kind == "plateau":
+            p = where[0]
+            y = where[1] if len(where) > 1 else p.bandwidth_gbs / 1000
+            placer.place(text, _plateau_spots(p, y, 1.1), color=col, fontsize=9, fontweight="bold", bbox=box, zorder=6)
+    for kind, text, col, *where in labels:
+        if kind == "capacity":
+            placer.place(text, _capacity_spots(placer.ax, where[0]), color=col, fontsize=9, bbox=box, zorder=6)
+
+
+def _legend(fig, any_noisy: bool, any_partial: bool, any_again: bool) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    grey = "#555555"
+    handles = [Line2D([], [], ls="", marker=".", color="#333333", label="measured"),
+               Line2D([], [], color=grey, lw=2.5, label="plateau: level and figure"),
+               Line2D([], [], color=grey, ls="--", lw=1.6, label="size (fall or latency knee)"),
+               Patch(color=grey, alpha=0.3, lw=0, label="where the size can lie")]
+    if any_again:
+        handles.append(Line2D([], [], color=grey, ls=":", lw=1.0, label="a level of the other sweep"))
+    if any_partial:
+        handles.append(Line2D([], [], color="#777777", ls=":", lw=1.5, label="partial hits inside a fall"))
+    if any_noisy:
+        handles.append(Line2D([], [], ls="", marker="x", color="#000000", label="noisy point (left out)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=9, frameon=False)
+
+
+def _subtitle(levels, vendor: str | None) -> str:
+    line = answer_line({"levels": [lv.to_dict() for lv in levels], "device": {"vendor": vendor}}, tuned=False)
+    parts, rows = line.split(" | "), [""]
+    for part in parts:
+        rows[-1] = f"{rows[-1]} | {part}" if rows[-1] else part
+        if len(rows[-1]) > WRAP:
+            rows[-1] = rows[-1][: -len(part) - 3]
+            rows.append(part)
+    return "\n".join(r for r in rows if r)
+
+
+def build_figure(detection: Detection, title: str, *, vendor: str | None = None):
+    """The figure: a bandwidth panel per sweep on the left, the latency chase on the right."""
+    sweeps = [s for s in ("private", "shared") if s in detection.sweeps]
+    chase = "chase" in detection.sweeps
+    rows, cols = max(len(sweeps), 1), 2 if chase and sweeps else 1
+    fig = new_figure((14.0 if cols == 2 else 10.0, 3.7 * rows + 1.6))
+    fig.set_layout_engine("constrained")
+    grid = fig.add_gridspec(rows, cols, width_ratios=[1.45, 1] if cols == 2 else None)
+    panels, labels = [], []
+    for i, sweep in enumerate(sweeps):
+        ax = fig.add_subplot(grid[i, 0])
+        labels.append(_draw_sweep(ax, detection, sweep, vendor))
+        panels.append(ax)
+    if chase:
+        ax = fig.add_subplot(grid[:, 1] if sweeps else grid[0, 0])
+        labels.append(_draw_chase(ax, detection, vendor))
+        panels.append(ax)
+    for ax in panels:
+        ax.grid(True, which="major", color="#dddddd", lw=0.6)
+    an = [detection.sweeps[s] for s in sweeps]
+    _legend(fig, any(a.curve.noisy.any() for a in an), any(a.partials for a in an),
+            any(len(a.steps) > len([lv for lv in detection.levels if lv.sweep == s and lv.capacity_bytes])
+                for a, s in zip(an, sweeps)))
+    header(fig, title, _subtitle(detection.levels, vendor))
+    fix_layout(fig)
+    renderer = fig.canvas.get_renderer()
+    taken: list = []
+    for ax, found in zip(panels, labels):
+        placer = Placer(ax, renderer, taken)
+        for line in ax.lines:
+            placer.avoid_points(*line.get_data())
+        _place_labels(placer, found)
     return fig
 
 
@@ -131,10 +201,10 @@ def warm_fonts() -> None:
         fig.canvas.draw()
 
 
-def render_plot(detection: Detection, title: str) -> bytes:
+def render_plot(detection: Detection, title: str, *, vendor: str | None = None) -> bytes:
     with RENDER_LOCK:
-        return png_bytes(build_figure(detection, title), dpi=110, facecolor="white")
+        return png_bytes(build_figure(detection, title, vendor=vendor), dpi=110, facecolor="white")
 
 
-def write_plot(path: Path, detection: Detection, title: str) -> None:
-    write_bytes_atomic(path, render_plot(detection, title))
+def write_plot(path: Path, detection: Detection, title: str, *, vendor: str | None = None) -> None:
+    write_bytes_atomic(path, render_plot(detection, title, vendor=vendor))

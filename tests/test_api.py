@@ -106,9 +106,9 @@ def test_plot_axes_read_in_binary_sizes_and_the_legend_names_each_line(run):
     for ax in fig.axes:
         labels = [t.get_text() for t in ax.get_xticklabels()]
         assert labels and all(re.fullmatch(r"\d+ (B|KiB|MiB|GiB)", s) for s in labels), labels
-        legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert any(s.startswith("capacity (the rule of its fall shape") for s in legend)
-        assert not any("half-hit" in s and "capacity" in s for s in legend)   # a cliff's line is no half-hit
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]      # one legend for every panel
+    assert "size (fall or latency knee)" in legend and "where the size can lie" in legend
+    assert not any("half-hit" in s for s in legend)
 
 
 def test_the_measuring_thread_takes_the_interpreter_back_within_20_us():

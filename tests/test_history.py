@@ -95,8 +95,8 @@ def test_history_in_time_order_exits_1_on_the_newest_drift(tmp_path):
     assert "# History: other card (1 run(s), 1 GPU(s))" in text
     table = text.split("# History: simulated nv_cliff_tail")[1].split("# History")[0]
     dates = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| 2026")]
-    assert dates == ["2026-01-05T10:00:00", "2026-01-06T10:00:00", "2026-02-05T10:00:00",
-                     "2026-03-05T09:30:00", "2026-03-06T10:00:00"]
+    assert dates == ["2026-01-05 10:00", "2026-01-06 10:00", "2026-02-05 10:00",
+                     "2026-03-05 09:30", "2026-03-06 10:00"]
     drift_rows = [line for line in table.splitlines() if "DRIFT" in line]
     assert len(drift_rows) == 1 and "GPU-1" in drift_rows[0] and "driver 580.159.04 -> 590.44.01" in drift_rows[0]
     gpu2_last = [line for line in table.splitlines() if "GPU-2" in line][-1]

@@ -5,6 +5,7 @@ range written next to it with the physical reason the table puts the size elsewh
 are analysed together (both sweeps of a card) and one at a time."""
 import functools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -187,10 +188,15 @@ def test_report_and_plot_from_reference_data():
     assert "## Warnings" in report and "![bandwidth against working set](bandwidth.png)" in report
     fig = build_figure(det, "RX 6900 XT")
     titles = [ax.get_title() for ax in fig.axes]
-    assert len(fig.axes) == 2 and titles[0].startswith("private") and titles[1].startswith("shared")
+    assert len(fig.axes) == 2 and titles[0].endswith("(private sweep)") and titles[1].endswith("(shared sweep)")
+    names = {lv.name for lv in det.levels}
     for ax, sweep in zip(fig.axes, ("private", "shared")):
-        labels = " ".join(t.get_text() for t in ax.texts)
-        # one bandwidth label per plateau and one capacity label per boundary
-        assert labels.count("TB/s") == len(det.sweeps[sweep].plateaus)
-        assert len([t for t in ax.texts if "iB" in t.get_text()]) == len(det.sweeps[sweep].steps)
+        labels = [t.get_text() for t in ax.texts]
+        # one label per plateau, naming its level and its bandwidth
+        plateaus = [s for s in labels if re.search(r"[TG]B/s$", s)]
+        assert len(plateaus) == len(det.sweeps[sweep].plateaus)
+        assert all(s.split()[0] in names or s.startswith("Infinity Cache") for s in plateaus), plateaus
+        # one size label per fall of a level this sweep measures
+        own = [lv for lv in det.levels if lv.sweep == sweep and lv.capacity_bytes]
+        assert len([s for s in labels if s.endswith("iB") or " per " in s]) == len(own)
         assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
