@@ -30,12 +30,15 @@ _START = "import time; t = time.perf_counter(); "
 _TORCH = "import torch; torch.cuda.init(); torch.empty(1, device='cuda'); print(time.perf_counter() - t)"
 FLOOR_CODE = _START + _TORCH
 # the same with the bytecode cache the command line keeps where Python keeps none (pipeline/bytecode.py)
-CACHED_FLOOR_CODE = _START + "from pipeline import bytecode; bytecode.install(); " + _TORCH
+CACHED_FLOOR_CODE = _START + "from detect_caches.pipeline import bytecode; bytecode.install(); " + _TORCH
+
+
+WORK = [ROOT]   # where the timed processes start: the checkout, or (--installed) an empty folder
 
 
 def fresh(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, cwd=WORK[0], capture_output=True, text=True, env=env)
     return time.perf_counter() - t, proc
 
 
@@ -220,9 +223,14 @@ def main() -> int:
     ap.add_argument("--peers", type=Path, help="run-gpu-benches.sh output for this GPU")
     ap.add_argument("--node", action="store_true", help="also time `--gpu all` (the node of every GPU)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
+    ap.add_argument("--installed", action="store_true",
+                    help="time the installed package: start each process in an empty folder, not the checkout")
     ap.add_argument("--report-only", type=Path, metavar="DIR",
                     help="write the record again from DIR's runs (e.g. with peers that finished later)")
     args = ap.parse_args()
+    args.out = args.out.resolve()
+    if args.installed:
+        WORK[0] = Path(tempfile.mkdtemp(prefix="bench-installed-"))
     if args.report_only:
         args.out = args.report_only
         old = json.loads((args.out / "bench.json").read_text())

@@ -146,13 +146,14 @@ class FleetReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        names = self.names
         return {"schema_version": 3, "context": self.context, "fail_on": self.fail_on, "failed_check": self.drift,
                 "outliers": self.outliers, "changed": self.changed, "disagreements": self.disagreements,
                 "failed": self.failed, "set_aside": self.set_aside, "notes": self.notes,
                 "distribution": {k: {n: distribution(self.results, k, n) for n, _ in FIGURES}
                                  for k in self._keys()},
                 "median": self.median["levels"],
-                "gpus": [{"label": _label(r), "place": gpu_place(r), "name": self.names.get(_label(r)),
+                "gpus": [{"label": _label(r), "place": gpu_place(r), "name": names.get(_label(r)),
                           "device": r["device"], "levels": r["levels"],
                           "outlier": _label(r) in self.outliers, "baseline": self.baselines.get(_label(r)),
                           "verdicts": self.verdicts.get(_label(r), [])} for r in self._ordered()]}

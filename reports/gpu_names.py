@@ -3,6 +3,8 @@ them, else the first block of the UUID (GPU-8993d9df), longer where two share it
 label reports.identity gives (the UUID, or the path of an unidentified result)."""
 from __future__ import annotations
 
+from collections import Counter
+
 from detect_caches.reports.identity import gpu_label
 
 
@@ -20,13 +22,15 @@ def short_names(results: list[tuple[dict, object]]) -> dict[str, str]:
     """gpu_label -> its short name, for (result, path) pairs of one report."""
     labels = {gpu_label(res, path): res for res, path in results}
     places = [_place(r) for r in labels.values()]
+    place_count = Counter(places)        # counted once: a fleet report names thousands of GPUs
     names: dict[str, str] = {}
     for chars in (12, 18, 24, 64):
         uuids = [_uuid(r, chars) for r in labels.values()]
+        uuid_count = Counter(uuids)
         for (label, res), place, uuid in zip(labels.items(), places, uuids):
-            if place and places.count(place) == 1:
+            if place and place_count[place] == 1:
                 names[label] = place
-            elif uuid and uuids.count(uuid) == 1:
+            elif uuid and uuid_count[uuid] == 1:
                 names[label] = f"{place} {uuid}" if place else uuid
             else:
                 names[label] = label
