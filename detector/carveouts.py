@@ -16,11 +16,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from detect_caches.detector.analyze_sweep import analyze_sweep
-from detect_caches.detector.capacity import estimate_capacity
-from detect_caches.detector.curve import build_curve
+from detect_caches.detector.carveout_fall import falls_at, first_fall
 from detect_caches.detector.units import fmt_bytes
-from detect_caches.carveout import (MIN_BYTES, Window, array_bytes, documented_array_kib, implied_carveout_kib,
+from detect_caches.carveout import (MIN_BYTES, array_bytes, documented_array_kib, implied_carveout_kib,
                                     preference_pct, reserved_per_block, supported_carveouts, window_for)
 from detect_caches.errors import InputError
 from detect_caches.records import Measurement
@@ -28,10 +26,6 @@ from detect_caches.records import Measurement
 KIB = 1024
 SAME_AS_DEFAULT = 0.01     # an L1 this close to the default's: the carveout was not granted
 SLOPE_TOL = 0.1            # L1 against carveout: -1 within this, or the array is not one array
-NOT_GRANTED_REACH = 0.05   # a carveout's curve at full speed up to the default's L1 and read 5% past it ...
-NOT_GRANTED_MISSES = 0.2   # ... has lost this share of its hits past it: the default's L1, not granted
-WINDOW_FALL_LOG = math.log10(1.15)   # a window whose last third is 15% slower than its first holds a fall
-EDGE_THIRD_MIN = 4         # points at each end of a window, at least
 
 
 def is_carveout(r: Measurement) -> bool:
@@ -88,55 +82,6 @@ class CarveoutTable:
         return [r.carveout_kib for r in self.rows if not r.reached and not r.driver_default and r.l1_capacity_bytes]
 
 
-def _first_fall(rows: list[Measurement], window: Window | None):
-    """(capacity estimate, plateau bandwidth) of the first fall of ``rows`` inside ``window``."""
-    inside = [r for r in rows if window is None or window.holds(r.working_set_bytes)]
-    if not inside:
-        return None, None
-    curve = build_curve(inside, "private")
-    an = analyze_sweep(curve, [])
-    if an is None:
-        return None, None
-    for step in an.steps:
-        if not step.rise:
-            return step.estimate, an.plateaus[step.upper].bandwidth_gbs
-    return _window_fall(curve)
-
-
-def _window_fall(curve):
-    """The fall fitted across the whole window, where segmentation found no step: a carveout's
-    window is measured to hold one L1 edge, but a short window whose far side dips and recovers
-    (the 228 KiB carveout on the H200: 19 points) can read as one noisy plateau."""
-    n = len(curve)
-    if n < 2 * EDGE_THIRD_MIN + 1:
-        return None, None
-    y, third = curve.y, max(EDGE_THIRD_MIN, n // 3)
-    top, bottom = float(np.median(y[:third])), float(np.median(y[-third:]))
-    noise = float(np.median(np.abs(np.diff(y[:third])))) / 0.6745 / math.sqrt(2)
-    if top - bottom < max(WINDOW_FALL_LOG, 6 * noise):
-        return None, None
-    est = estimate_capacity(curve.size_bytes, y, top, bottom, max(noise, 1e-3))
-    return est, 10.0 ** top
-
-
-def _falls_at(rows: list[Measurement], default_bytes: float) -> bool:
-    """Whether the launch still saw the default's L1 (a carveout the driver did not grant): its
-    curve has lost a fifth of its hits or more just past the default's L1 (a granted larger L1
-    still hits there; a smaller one has fallen long before, which the plateau below shows)."""
-    curve = build_curve(rows, "private")
-    bw, size = curve.bandwidth_gbs, curve.size_bytes
-    near = (size >= default_bytes * (1 - 2 * NOT_GRANTED_REACH)) & (size <= default_bytes)
-    past = bw[(size > default_bytes) & (size <= default_bytes * (1 + NOT_GRANTED_REACH))]
-    far = bw[size > default_bytes * (1 + NOT_GRANTED_REACH)]
-    if not near.any() or past.size < 2 or far.size < 2:
-        return False
-    fast, slow, mid = float(np.median(bw[size <= default_bytes])), float(np.median(far[-3:])), float(np.median(past))
-    if slow >= fast or float(np.median(bw[near])) < fast * (1 - NOT_GRANTED_REACH):
-        return False
-    misses = (1 / mid - 1 / fast) / (1 / slow - 1 / fast)
-    return misses >= NOT_GRANTED_MISSES
-
-
 def _int(v) -> int | None:
     return None if v is None else int(round(v))
 
@@ -150,7 +95,7 @@ def _latency(chase: list[Measurement], capacity: float | None) -> float | None:
 
 
 def _row(carveout_kib, pct, rows, chase, window, *, driver_default=False) -> CarveoutL1:
-    est, bw = _first_fall(rows, window)
+    est, bw = first_fall(rows, window)
     cap = est.capacity_bytes if est is not None else None
     return CarveoutL1(carveout_kib, pct, None if cap is None else int(round(cap)),
                       None if est is None else int(round(est.low_bytes)),
@@ -213,14 +158,17 @@ def analyze_carveouts(records: list[Measurement], facts, *, default_l1_bytes: fl
         row = _row(c, _pct(c, facts), mine, chase, window_for(c, array, facts) if array else None)
         if c != default.carveout_kib and default.l1_capacity_bytes:
             d = default.l1_capacity_bytes
-            if abs((row.l1_capacity_bytes or 0) / d - 1) > SAME_AS_DEFAULT and _falls_at(mine, d):
+            if abs((row.l1_capacity_bytes or 0) / d - 1) > SAME_AS_DEFAULT and falls_at(mine, d):
                 # read as the default's L1: the fit over this launch's whole window can be pulled
                 # off it by a point that happens to run fast past it
                 row = dataclasses.replace(row, l1_capacity_bytes=default.l1_capacity_bytes,
                                           l1_low_bytes=default.l1_low_bytes, l1_high_bytes=default.l1_high_bytes,
                                           fall_shape=default.fall_shape)
             if row.l1_capacity_bytes and abs(row.l1_capacity_bytes / d - 1) <= SAME_AS_DEFAULT:
-                row.reached = False
+                # the default launch's L1 read again: the table states the default's reading
+                row = dataclasses.replace(row, l1_capacity_bytes=d, l1_low_bytes=default.l1_low_bytes,
+                                          l1_high_bytes=default.l1_high_bytes, fall_shape=default.fall_shape,
+                                          reached=False)
         if row.l1_capacity_bytes is None:
             warnings.append(f"the {c} KiB carveout's sweep shows no fall: its L1 is not known")
         rows.append(row)
