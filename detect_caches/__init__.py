@@ -46,7 +46,7 @@ if (not _os.path.isdir(_os.path.join(__path__[0], "measure"))
 from detect_caches.errors import DetectCachesError, DeviceError, InputError  # noqa: E402
 
 _API = ("characterize", "analyze", "compare", "history", "fleet", "Result")
-__all__ = [*_API, "main", "DetectCachesError", "DeviceError", "InputError", "__version__"]
+__all__ = [*_API, "main", "main_parser", "DetectCachesError", "DeviceError", "InputError", "__version__"]
 
 
 def __getattr__(name: str):
@@ -58,9 +58,9 @@ def __getattr__(name: str):
     if name in _API:
         from detect_caches.pipeline import api
         return getattr(api, name)
-    if name == "main":
-        from detect_caches.cli import main
-        return main
+    if name in ("main", "main_parser"):
+        from detect_caches import cli
+        return getattr(cli, name)
     raise AttributeError(f"module 'detect_caches' has no attribute {name!r}")
 
 

@@ -233,50 +233,6 @@ def _l1_bytes(detection) -> int | None:
     return next((lv.capacity_bytes for lv in detection.levels if lv.scope == "per_cu"), None)
 
 
-REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
-REFINE_ROUNDS = 1
-
-
-def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
-    """The sweeps, the analysis, then more points inside each capacity interval the analysis left
-    wide and the analysis again: (session, detection, analysis seconds). ``before_detect`` runs
-    once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
-    from detect_caches.detector.analyze import detect_levels, uncertain_falls
-    from detect_caches.measure.session import characterize as sweep, refine_intervals
-    session = sweep(device, log, opts, on_point=on_point)
-    if before_detect is not None:
-        before_detect(session)
-    t = time.perf_counter()
-    detection = detect_levels(session.records, device.facts)
-    seconds = time.perf_counter() - t
-    LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
-             ", ".join(lv.name for lv in detection.levels), seconds)
-    for _ in range(REFINE_ROUNDS):
-        budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
-        requests = uncertain_falls(detection)
-        if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
-            break
-        LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
-        t = time.perf_counter()
-        detection = detect_levels(session.records, device.facts)
-        seconds += time.perf_counter() - t
-    for lv in detection.levels:
-        LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})
-    return session, detection, seconds
-
-
-def _reach(session) -> None:
-    """How far each sweep got (reports.doubt: a sweep the budget cut short)."""
-    coarse = ("coarse", "refine", "check")
-    for name, sw in session.method.get("sweeps", {}).items():
-        sizes = [r.stream_bytes for r in session.records if r.sweep == name and r.phase in coarse and r.stream_bytes]
-        sw["largest_stream_bytes"] = max(sizes, default=0)
-    lat = session.method.get("latency")
-    if lat:
-        chains = [r.working_set_bytes for r in session.records if r.sweep == "chase" and r.phase in coarse]
-        lat["largest_chain_bytes"] = max(chains, default=0)
-
-
 def _title(facts) -> str:
     return facts.name if facts.name.startswith("simulated") or not facts.simulated else f"{facts.name} (simulated)"
 
@@ -307,3 +263,4 @@ def _finish(detection, facts, records, out, base, method, warnings, elapsed, plo
 # -- analyze and compare (pipeline.api_analysis: the same path, no GPU) ----------------------
 
 from detect_caches.pipeline.api_analysis import _tolerances, analyze, compare  # noqa: E402,F401  (the API's names)
+from detect_caches.pipeline.sweep_detect import _reach, sweep_and_detect  # noqa: E402,F401

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from detect_caches.reports.identity import gpu_label
+from detect_caches.reports.search import show
 
 
 def _place(res: dict) -> str | None:
@@ -36,4 +37,4 @@ def short_names(results: list[tuple[dict, object]]) -> dict[str, str]:
                 names[label] = label
         if len(set(names.values())) == len(names):
             break
-    return names
+    return {label: show(name) for label, name in names.items()}    # drawable and printable

@@ -17,7 +17,7 @@ from detect_caches.reports.plot_header import fix_layout, header
 from detect_caches.reports.plot_levels import bandwidth_plateaus, latency_plateaus, level_color
 from detect_caches.reports.label_place import Placer
 from detect_caches.reports.summary import answer_line, fmt_bw, unit_word
-from detect_caches.measure.chains import DENSE_SLOT_BYTES
+from detect_caches.grid import DENSE_SLOT_BYTES
 
 WRAP = 118      # the subtitle (the answer line) wraps at a level boundary past this many characters
 

@@ -3,14 +3,21 @@ and the panels laid out below them; the layout is then frozen so that labels pla
 (reports.label_place) land where their boxes were measured."""
 from __future__ import annotations
 
+from detect_caches.reports.search import show
+
+
+def _plain(text: str) -> str:
+    """Text a font can draw: bytes that are not UTF-8 (a host or model name) shown escaped, $ literal."""
+    return show(text).replace("$", r"\$")
+
 
 def header(fig, title: str, *lines: str | tuple[str, str]) -> None:
     """``lines``: text, or (text, colour)."""
-    fig.text(0.5, 0.995, title.replace("$", r"\$"), fontsize=13, fontweight="bold", ha="center", va="top")
+    fig.text(0.5, 0.995, _plain(title), fontsize=13, fontweight="bold", ha="center", va="top")
     for line in lines:
         text, color = line if isinstance(line, tuple) else (line, "#222222")
         if text:
-            fig.text(0.5, 0.995, text.replace("$", r"\$"), fontsize=10, ha="center", va="top", color=color)
+            fig.text(0.5, 0.995, _plain(text), fontsize=10, ha="center", va="top", color=color)
 
 
 def fix_layout(fig) -> None:

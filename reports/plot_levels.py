@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from detect_caches.measure.chains import DENSE_SLOT_BYTES
+from detect_caches.grid import DENSE_SLOT_BYTES
 
 # Okabe-Ito: told apart with the common colour-vision deficiencies
 COLORS = ["#0072B2", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#D55E00", "#000000"]

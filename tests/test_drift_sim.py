@@ -159,6 +159,8 @@ def test_fleet_of_2000_flags_exactly_the_odd_gpus_first_and_fast(tmp_path):
         assert all(w.startswith(level) for w in fleet["outliers"][label])
     text = (out / "fleet.md").read_text()
     assert text.index("## Outliers") < text.index("## Levels across the fleet")
-    assert all(label in text.split("## Levels")[0] for label in odd)
+    # fleet.md names a GPU by host:index where that is unique (the UUID is GPU-<node>-<index>)
+    places = [f"node{int(label.split('-')[1]):03d}:{label.split('-')[2]}" for label in odd]
+    assert all(place in text.split("## Levels")[0] for place in places)
     assert "fleet.csv" in text and (out / "fleet.csv").read_text().count("\n") == 2001
     assert (out / "fleet.png").stat().st_size > 10_000

@@ -39,7 +39,7 @@ def test_a_failure_stays_in_the_thread(monkeypatch):
 def test_it_runs_beside_torchs_import_without_waiting_on_it():
     pytest.importorskip("torch")
     code = ("import sys; sys.path.insert(0, %r)\n"
-            "from measure.early import EarlyStart\n"
+            "from detect_caches.measure.gpu.early import EarlyStart\n"
             "s = EarlyStart(nvml=False)\n"
             "import torch\n"
             "assert s.wait(120), 'the early thread did not finish'\n"

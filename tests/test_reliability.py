@@ -139,7 +139,8 @@ def test_stderr_closed_still_writes_every_file(tmp_path):
                           shell=True, capture_output=False, stdout=subprocess.PIPE, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0
-    assert {p.name for p in out.iterdir()} == {"measurements.csv", "result.json", "report.md", "bandwidth.png"}
+    assert {p.name for p in out.iterdir()} == {"measurements.csv", "result.json", "report.md", "report.html",
+                                               "bandwidth.png"}
 
 
 def test_two_seed_benchmarks_in_one_second_keep_both(tmp_path):

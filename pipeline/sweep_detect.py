@@ -1,0 +1,51 @@
+"""The sweeps and their analysis, refined once where a capacity's interval stayed wide: the
+measuring run's path (pipeline.api) and the simulated accuracy checks (benchmarks, tests)."""
+from __future__ import annotations
+
+import time
+
+from detect_caches.pipeline.cli_log import get as _logger
+
+LOG = _logger("api")   # -v: each step on stderr (pipeline.cli_log)
+REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
+REFINE_ROUNDS = 1
+
+
+def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
+    """The sweeps, the analysis, then more points inside each capacity interval the analysis left
+    wide and the analysis again: (session, detection, analysis seconds). ``before_detect`` runs
+    once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
+    from detect_caches.detector.analyze import detect_levels, uncertain_falls
+    from detect_caches.measure.session import characterize as sweep, refine_intervals
+    session = sweep(device, log, opts, on_point=on_point)
+    if before_detect is not None:
+        before_detect(session)
+    t = time.perf_counter()
+    detection = detect_levels(session.records, device.facts)
+    seconds = time.perf_counter() - t
+    LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
+             ", ".join(lv.name for lv in detection.levels), seconds)
+    for _ in range(REFINE_ROUNDS):
+        budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
+        requests = uncertain_falls(detection)
+        if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
+            break
+        LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
+        t = time.perf_counter()
+        detection = detect_levels(session.records, device.facts)
+        seconds += time.perf_counter() - t
+    for lv in detection.levels:
+        LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})
+    return session, detection, seconds
+
+
+def _reach(session) -> None:
+    """How far each sweep got (reports.doubt: a sweep the budget cut short)."""
+    coarse = ("coarse", "refine", "check")
+    for name, sw in session.method.get("sweeps", {}).items():
+        sizes = [r.stream_bytes for r in session.records if r.sweep == name and r.phase in coarse and r.stream_bytes]
+        sw["largest_stream_bytes"] = max(sizes, default=0)
+    lat = session.method.get("latency")
+    if lat:
+        chains = [r.working_set_bytes for r in session.records if r.sweep == "chase" and r.phase in coarse]
+        lat["largest_chain_bytes"] = max(chains, default=0)
