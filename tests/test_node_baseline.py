@@ -152,3 +152,28 @@ def test_the_api_compares_each_gpu_with_its_own_baseline_before_measuring(tmp_pa
         characterize(device=Spy(open_device(0, "h200")), baseline={"schema_version": 3, "device": {"name": "x"},
                                                                     "levels": []})
     assert "time_launches" not in calls
+
+
+NODE = ROOT / "tests" / "data" / "h200-node"   # 2026-11-30, call 5: two H200s of one host, twice
+
+
+def test_the_h200_node_run_against_its_first_run_compared_each_gpu_with_its_own():
+    """`--gpu all --baseline runs/` after a first node run on the real two-GPU host: exit 0 then,
+    each GPU's baseline its own earlier run (by UUID); judged again now from the records."""
+    recorded = json.loads((NODE / "node2" / "fleet.json").read_text())
+    assert recorded["failed_check"] is False and not recorded["outliers"]
+    first = {json.loads((NODE / "node1" / f"gpu{g}" / "result.json").read_text())["device"]["uuid"]: g
+             for g in (0, 1)}
+    picks = {g["label"]: g["baseline"] for g in recorded["gpus"]}
+    assert all(f"node1/gpu{g}/result.json" in picks[uuid] and "latest earlier run of this GPU" in picks[uuid]
+               for uuid, g in first.items())
+    proc = subprocess.run([sys.executable, "-m", "detect_caches", "fleet", str(NODE / "node2" / "gpu0"),
+                           str(NODE / "node2" / "gpu1"), "--baseline", str(NODE / "node1"), "--json"],
+                          capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    assert not again["outliers"] and len(again["gpus"]) == 2
+    assert all(f"gpu{first[gpu['device']['uuid']]}" in gpu["baseline"] for gpu in again["gpus"])
+    hist = subprocess.run([sys.executable, "-m", "detect_caches", "history", str(NODE / "node1"), str(NODE / "node2")],
+                          capture_output=True, text=True, env=_env(), timeout=120)
+    assert hist.returncode == 0, hist.stderr
