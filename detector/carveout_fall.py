@@ -47,7 +47,7 @@ def _without_dips(rows: list[Measurement]) -> tuple[list[Measurement], float | N
     """Rows less aliasing dips, and the largest working set served at full speed before the fall.
     A working set served whole holds every smaller one, so a smaller one read much slower lost its
     speed to a conflict, not to the L1's size (the 100 KiB carveout on the H200: 151.75 KiB at 83%
-    between 150.5 and 153.0 KiB at full speed)."""
+    between 150.5 and 153.0 KiB at full speed: tests/data/h200-carveouts/call5)."""
     if len(rows) < 2 * EDGE_THIRD_MIN:
         return rows, None
     size = np.array([r.working_set_bytes for r in rows], dtype=float)
@@ -70,7 +70,7 @@ def _without_dips(rows: list[Measurement]) -> tuple[list[Measurement], float | N
 def _window_fall(curve):
     """The fall fitted across the whole window, where segmentation found no step: a carveout's
     window is measured to hold one L1 edge, but a short window whose far side dips and recovers
-    (the 228 KiB carveout on the H200: 19 points) can read as one noisy plateau."""
+    (the 228 KiB carveout on the H200, tests/data/h200-carveouts) can read as one noisy plateau."""
     n = len(curve)
     if n < 2 * EDGE_THIRD_MIN + 1:
         return None, None

@@ -23,7 +23,7 @@ from detect_caches.grid import DENSE_SLOT_BYTES
 from detect_caches.records import REJECTED_FLAGS, Measurement
 
 NEAR_OCTAVES = 1.0        # a latency plateau this long inside a level is a part of it (a near half)
-MIN_OCTAVES = 0.5         # latency plateaus this long are kept apart (the H200's far L2 half: ~0.7)
+MIN_OCTAVES = 0.5         # latency plateaus this long are kept apart (the H200's far L2 half is longer)
 AGREE = (2048, 0.03)      # knees agree when within 2 KiB or 3%
 LATENCY_FLOOR = 0.005     # run-to-run spread of a latency beyond its sampling noise (a clock's jitter)
 SAME_LATENCY = 0.05       # a dropped chase point this close to a plateau's latency reads that plateau
@@ -63,7 +63,7 @@ def _set_latency(lv: Level, an: SweepAnalysis, records, i: int) -> None:
     p = an.plateaus[i]
     half = p.first_bin + max((p.last_bin - p.first_bin) // 2, 0)
     # a median of bin medians: refined points crowd the knee at the plateau's start (the L1's
-    # tail of partial hits, 117-133 ns on a real H200 curve) and must not outvote the plateau
+    # tail of partial hits on a real H200 curve) and must not outvote the plateau
     rate = 10 ** local_level(an.curve.y, an.point_bin, p.first_bin, half, p.level_log)
     lv.latency_ns = round(_ns(rate), 2)
     lv.latency_cycles = _cycles(an, records, i)
@@ -159,9 +159,9 @@ def _shelf(an: SweepAnalysis, own: int, limit_bytes: float) -> tuple[float, floa
     """(latency ns, largest size) of a shelf in the fall after plateau ``own``: consecutive
     points at one latency, clearly between the plateaus on either side, too few to be a plateau
     of their own, inside the level (up to ``limit_bytes``: past the level's capacity a shelf is
-    its partial hits, as the H200's L1 shows at 240-400 KiB). An H200's far L2 half (230-260 ns
-    over 37-51 MiB, half an octave, where the chase has an octave between coarse sizes) shows as
-    two or three such points."""
+    its partial hits, as the H200's L1 shows well past its size). An H200's far L2 half (230-260
+    ns over 37-51 MiB, half an octave, where the chase has an octave between coarse sizes;
+    BENCHMARKS.md, 2026-11-30, third and fourth sessions) shows as two or three such points."""
     if own + 1 >= len(an.plateaus):
         return None
     hi_p, lo_p = an.plateaus[own], an.plateaus[own + 1]

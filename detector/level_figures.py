@@ -18,8 +18,8 @@ LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling ge
 BANDWIDTH_FLOOR = 0.003  # run-to-run bandwidth spread a real card shows beyond its sampling noise
 CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a resolved cliff
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
-                         # land in changes with each allocation (H200 L2: 56.2-59.5 MiB over five runs,
-                         # 1.2% sd, where each run's resampling said 0.1-0.5%)
+                         # land in changes with each allocation (an H200's L2 spread more over runs
+                         # than each run's resampling said)
 
 
 def confidence(an: SweepAnalysis, step_index: int) -> float:

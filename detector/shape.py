@@ -31,6 +31,7 @@ AFTER_CLIFF = 1.1     # a cliff is confirmed by a point within 10% of size past 
 CLIFF_DROP = 0.15     # ... across which at least 15% of the log gap between plateaus falls, or
 CLIFF_MIN_DROP = math.log10(1.10)   # 10% of the bandwidth where that gap is wide: an H200's L1
                       # falls 18% in 0.5 KiB onto partial hits, 8% of its gap to the L2's speed
+                      # (BENCHMARKS.md, 2026-11-30, fourth session)
 NARROW_SPAN = 0.2     # ln(W20 / W95) below this: a narrow fall
 HASHED_SPAN = 0.55    # ... up to this, and symmetric: a hashed-set fall
 SYMMETRIC = (0.5, 1.8)  # rho = ln(W10/W50) / ln(W50/W90): 1 for a symmetric fall, 2.2 for random
@@ -159,8 +160,8 @@ def describe_fall(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float
         w[q] = local_crossing(sizes, h, iso, q)
     fall = Fall("broad fall", onset, w[0.97], w[0.95], w[0.8], w[0.5], w[0.2], w90_bytes=w[0.9], w10_bytes=w[0.1])
     # a cliff right after the onset, or a few points on where the level was already dipping by a
-    # few percent (set aliasing just under the size, as on an H200 at 220-221 KiB); a shelf of
-    # partial hits (95%, as another H200 shows from 219 KiB) ends the search: the fall began
+    # few percent (set aliasing just under the size, as on an H200's L1); a shelf of partial
+    # hits (as another H200's L1 shows just below its size) ends the search: the fall began
     for j in range(k, min(first_lo, len(sizes) - 1) + 1):
         cliff = _cliff(sizes, y, j, hi_log, lo_log, noise_log)
         if cliff is not None or not iso[j] > 0.97:

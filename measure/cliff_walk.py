@@ -1,9 +1,9 @@
 """Walking a cliff: a bisection stops at the first crossing it meets, so a dip the curve
-recovers from (set aliasing just under a cliff: an H200 reads -10% at 219.75 KiB, -2% at 221
-and falls at 221.5) hides where the level really ends. Where points are cheap (the private
-sweep's first fall) a fall that is a cliff is therefore walked on a fixed grid from its last
-full-speed point until it has clearly fallen, as MT4G scans its window in 256-byte steps, and
-its steepest step is resolved to one granule.
+recovers from (set aliasing just under a cliff: an H200 reads -10% at 219.75 KiB, full speed
+again at 220-221 KiB; BENCHMARKS.md, 2026-11-30, fourth session) hides where the level really
+ends. Where points are cheap (the private sweep's first fall) a fall that is a cliff is
+therefore walked on a fixed grid from its last full-speed point until it has clearly fallen, as
+MT4G scans its window in 256-byte steps, and its steepest step is resolved to one granule.
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def walk_cliff(sweep: Walkable, lo_size: int, hi_size: int, tr) -> None:   # tr:
 
 def cliff_near(sweep: Walkable, lo: float, hi: float) -> bool:
     """Whether two neighbouring sizes in [lo, hi] show a cliff: a fall of at least 5% (and 2
-    sweep sigmas) at a slope of 8 or more (ln bandwidth per ln size; an H200's L1: 15-70).
+    sweep sigmas) at a slope of 8 or more (ln bandwidth per ln size; an H200's L1 is far steeper).
     A pseudo-LRU decline (about 1) or a hashed-set fall (2-3) is left as the bisection
     measured it: walking its top would crowd points where its estimate is read."""
     sizes = [s for s in sweep.state.sizes() if lo <= s <= hi]

@@ -44,7 +44,7 @@ class LatencyMeter:
 
     def measure(self, config: LaunchConfig, size: int, *, phase: str) -> Measurement:
         """The dense chase (the adaptive sweep's interface): a random cycle over ``size`` bytes;
-        past twice the largest cache (or FULL_WALK_BYTES: a warm-up walk of 128 MiB takes ~0.6 s),
+        past twice the largest cache (or FULL_WALK_BYTES: a warm-up walk that long is slow),
         walked cold a part at a time (memory, or the slowest level a chain that long reaches)."""
         spec = ChainSpec(max(2, size // DENSE_SLOT_BYTES), l2only=config.load_flavour == "l2only",
                          cold=size > min(2 * self.largest_cache_bytes, FULL_WALK_BYTES))
@@ -64,7 +64,7 @@ class LatencyMeter:
         clock_ns = ct.clock_ns / counts[-1] if ct.clock_ns > 0 else math.nan
         events_ns = (med[1] - med[0]) * 1e6 / hops if regression else math.nan
         # the device timer brackets the timed hops alone; the regression is the cross-check (on an
-        # H200 it read 3-5% under the timer and the cycle counter in L1: event timestamps of
+        # H200 it read a few percent under the timer and the cycle counter in L1: event timestamps of
         # back-to-back launches of a few hundred microseconds)
         if math.isfinite(clock_ns):
             ns, timing = clock_ns, "device"
@@ -114,11 +114,12 @@ def run_latency_sweep(meter: LatencyMeter, plan: LatencyPlan, log: MeasurementLo
                       on_point: Callable[[Measurement], None] | None = None) -> list[Measurement]:
     """The dense chase over growing chains, refined where half the hops change level."""
     # the L1 knee to 0.5% (it must agree with the bandwidth cliff within 2 KiB); past 4 MiB every
-    # point walks a long chain (an H200: 0.1-0.5 s at 30-90 MiB), so the sizes there are an octave
-    # apart and their knees bisected where 80%, 50% and 20% of the hops hit, two probes each, to
-    # 5%: on an H200 the far half of the L2 (230-240 ns from 37 to 51 MiB, half an octave) sits
-    # at the 50% crossing of the near-to-memory fall, and 80%/20% alone never measured inside it
-    # (a chase repeats within half a percent: a point is not measured twice)
+    # point walks a long chain (costly on an H200), so the sizes there are an octave apart and
+    # their knees bisected where 80%, 50% and 20% of the hops hit, two probes each, to 5%: on an
+    # H200 the far half of the L2 (230-240 ns from 37 to 51 MiB, half an octave: BENCHMARKS.md,
+    # 2026-11-30, third session) sits at the 50% crossing of the near-to-memory fall, and 80%/20%
+    # alone never measured inside it (a chase repeats within half a percent: a point is not
+    # measured twice)
     sweep_plan = SweepPlan(CHASE_CONFIG, plan.min_bytes, plan.max_bytes, plan.points_per_octave, plan.budget,
                            max_repeats=1, crossings=(0.95, 0.5, 0.2), resolution=0.005, large_bytes=4 << 20,
                            large_crossings=(0.8, 0.5, 0.2), large_resolution=0.05, large_points_per_octave=1,

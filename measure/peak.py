@@ -41,7 +41,7 @@ def candidates(target: PeakTarget, facts: DeviceFacts, base: LaunchConfig) -> li
     if target.memory:
         # HBM wants bytes in flight: up to 64 warps per SM, and 2-8 loads per thread per chunk
         # (H200, 960 MiB: every shape of 2-8 programs x 8-32 warps x blocks 1024-8192 within
-        # 4.47-4.59 TB/s; the best were block 8192 with 8-32 warps)
+        # 4.47-4.59 TB/s; the best were block 8192 with 8-32 warps: BENCHMARKS.md, 2026-11-29 14:10)
         shapes = [(4, 2048, 16, False, 1), (4, 8192, 16, False, 1), (4, 8192, 8, False, 1),
                   (8, 8192, 8, False, 1), (2, 8192, 32, False, 1), (8, 4096, 8, False, 1),
                   (4, 4096, 16, True, 1)]
@@ -66,8 +66,9 @@ def all_candidates(facts: DeviceFacts, bases: dict[str, LaunchConfig]) -> list[L
 
 MEMORY_DEPTH = 4   # memory probes at 4x the start of its plateau: past every cache by far (an
                    # H200's gpu-l2-cache reads 4.725 TB/s from 107 to 534 MiB, with no L2 help), and
-                   # short of the sizes where memory slows down (4.56 TB/s at 2 GiB; this kernel
-                   # 4.73 at 256 MiB, 4.71 at 512 MiB, 4.58 at 0.96-2 GiB)
+                   # short of the sizes where memory slows down (this kernel 4.73 at 256 MiB, 4.71
+                   # at 512 MiB, 4.58 at 0.96-2 GiB): BENCHMARKS.md, 2026-11-30, third session, and
+                   # 2026-11-29 14:10
 
 
 def probe_size(target: PeakTarget) -> float:

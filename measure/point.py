@@ -80,7 +80,8 @@ class PointMeter:
                                     iters[-1], again.slope_ms, again.intercept_ms, again.r2, "events")
             # sized by what the longest launch took, not by the poor fit's slope alone: a fit
             # whose slope a noise burst flattened read 10 PB/s once on an H200 and sized the
-            # re-measurement at 2 million load iterations (32 s for one point)
+            # re-measurement at 2 million load iterations (32 s for one point: BENCHMARKS.md,
+            # 2026-11-30, fifth session)
             whole_gbs = bytes_per_pass * iters[-1] / (longest_ms * 1e6) if longest_ms > 0 else guess
             guess = min(bw, whole_gbs) if math.isfinite(bw) and bw > 0 else whole_gbs
             iters = self._iters(bytes_per_pass, self._plausible(guess), pol.target_ms * 2)

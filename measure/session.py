@@ -58,9 +58,9 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
         # NVIDIA: 4 programs per SM, every program streams the row of the SM it runs on (%smid):
         # enough loads in flight for the L1 ceiling, and one row per SM in its L1. One buffer
         # read by every program was tried on an H200: the 4 programs of an SM then reuse each
-        # other's lines past the capacity (misses served at 22 TB/s), moving the L1 cliff from
-        # 221 to 254 KiB while a one-SM latency chase still shows 218-221 KiB. AMD (no SM id):
-        # one program per CU. The far end passes the L2 (every SM's rows together): the
+        # other's lines past the capacity (cheap misses), moving the L1 cliff from 221 to 254 KiB
+        # (commit ebf9dc9) while a one-SM latency chase still shows the L1's own size. AMD (no
+        # SM id): one program per CU. The far end passes the L2 (every SM's rows together): the
         # analysis keeps a plateau at the shared sweep's L2 speed there as the L2, short or not.
         by_sm = facts.vendor == "nvidia"
         cfg = LaunchConfig("private", cus * (opts.private_programs_per_cu if by_sm else 1),

@@ -4,10 +4,11 @@ neighbouring lanes read, over a set the level holds, with loads that skip the L1
 Each load moves whole transfer units over the link into the SMs: a lane's 4 bytes cost
 min(stride, unit) bytes of it, so loads per second halve with every doubling of the stride until
 the stride reaches the unit and stay flat past it. On an H200 with `.cg` loads over 8 MiB
-(benchmarks/explore_sector.py, examples/h200/2026-11-30/check): 1196, 591, 291, 288 and 160
-G loads/s at 8, 16, 32, 64 and 128 B: the L2 hands out 32-byte sectors (past 128 B every lane
-needs a line of its own, which costs more again). The pointer chase cannot see this unit: a
-chase that misses the L2 measures what one miss brings from memory (64 B on that card).
+(benchmarks/explore_sector.py; tests/data/h200-runs.tar.xz: h200/2026-11-30/check/sector.json):
+1196, 591, 291, 288 and 160 G loads/s at 8, 16, 32, 64 and 128 B: the L2 hands out 32-byte
+sectors (past 128 B every lane needs a line of its own, which costs more again). The pointer
+chase cannot see this unit: a chase that misses the L2 measures what one miss brings from memory
+(64 B on that card; BENCHMARKS.md, 2026-11-30, fourth session).
 """
 from __future__ import annotations
 

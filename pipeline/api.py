@@ -116,9 +116,10 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
     # threads warm up imports, compile kernels and render the plot while the GPU measures: let
     # the measuring thread take the interpreter back within 20 us (not Python's 5 ms). A timed
     # launch queued late leaves the GPU idle inside the timed span; on an H200 beside a thread
-    # running Python, 0.5 ms spoilt fits (re-measured points, negative slopes: 20-133 ms a point
-    # where 6-9 ms do), 0.1 ms did now and then, 20 us never (benchmarks/explore_queue.py). The
-    # first of concurrent runs keeps the caller's setting, the last one out puts it back.
+    # running Python, 0.5 ms spoilt fits (re-measured points, negative slopes: 20-133 ms a point),
+    # 0.1 ms did now and then, 20 us never (benchmarks/explore_queue.py; BENCHMARKS.md, 2026-11-30,
+    # fifth session). The first of concurrent runs keeps the caller's setting, the last one out
+    # puts it back.
     with _SWITCH["lock"]:
         if _SWITCH["depth"] == 0:
             _SWITCH["saved"] = sys.getswitchinterval()

@@ -3,10 +3,11 @@
 Where packages were installed without compiled bytecode (uv does not compile by default) and
 Python may not write it (PYTHONDONTWRITEBYTECODE=1, common in containers), every process compiles
 each module it imports from source again. On the project's H200 host that is torch (2,141 sources,
-no .pyc) and Triton: about 2 s of every run's start. This keeps the bytecode of such modules, and
-only those (no .pyc beside the source), in detect-caches' cache folder; nothing is ever written
-beside a source, as the setting asks. Python's own rules decide when a cached file is stale (the
-source's modification time and size, the interpreter's magic number).
+no .pyc) and Triton: about 2 s of every run's start (BENCHMARKS.md, 2026-11-30, fifth session).
+This keeps the bytecode of such modules, and only those (no .pyc beside the source), in
+detect-caches' cache folder; nothing is ever written beside a source, as the setting asks.
+Python's own rules decide when a cached file is stale (the source's modification time and size,
+the interpreter's magic number).
 
 Only the command line installs it (``install``); the Python API leaves a user's interpreter as it
 is. DETECT_CACHES_BYTECODE_CACHE=0 turns it off, =PATH puts it elsewhere; a PYTHONPYCACHEPREFIX
@@ -78,13 +79,12 @@ class CachingLoader(importlib.machinery.SourceFileLoader):
 
 
 class _Writer:
-    """Writes cache files in a thread, once imports pause: on an empty cache, writing about
-    1,000 files on the main thread cost 0.7 s of a first run on the H200 host, and writing them
-    beside torch's import still 0.4 s (both want the interpreter). After a quiet ``QUIET_S``
-    (torch's import is over: the CUDA context, the GPU waits leave the interpreter free) or when
-    flushed. Each file is whole or absent (a temporary file, then a rename), since two processes
-    of a node may write the same one; a cache that cannot be written only means compiling next
-    time."""
+    """Writes cache files in a thread, once imports pause: on an empty cache, writing them on
+    the main thread slowed a first run on the H200 host, and writing them beside torch's import
+    still did (both want the interpreter). After a quiet ``QUIET_S`` (torch's import is over:
+    the CUDA context, the GPU waits leave the interpreter free) or when flushed. Each file is
+    whole or absent (a temporary file, then a rename), since two processes of a node may write
+    the same one; a cache that cannot be written only means compiling next time."""
 
     QUIET_S = 0.25
 

@@ -12,9 +12,10 @@ from detect_caches.reports.fmt import fmt_bytes
 
 KIB = 1024
 ARRAY_TOL_KIB = 4.0      # L1 + carveout may move this much (the reserve differs between carveouts: an
-                         # H200's read 3.0-6.4 KiB); an L1 change that no carveout step matches this
-                         # closely is the cache's, since a carveout implied by the L1 alone would
-                         # otherwise explain any change
+                         # H200's read 3.0-6.5 KiB: BENCHMARKS.md, 2026-11-30, sixth and seventh
+                         # sessions); an L1 change that no carveout step matches this closely is
+                         # the cache's, since a carveout implied by the L1 alone would otherwise
+                         # explain any change
 
 
 def _l1(result: dict) -> dict | None:

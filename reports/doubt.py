@@ -12,8 +12,8 @@ Confidence (0 to 1, per level): for a cache, how clearly its fall stands out fro
 how narrow the interval of its capacity is, how well the fall's shape fits the points, how
 repeatable the capacity is, whether a second segmentation agrees, less the share of noisy points
 at the boundary, raised where the latency knee agrees; for memory, how many points its plateau
-has and how flat it is. Real H200 runs of this version read 0.29-0.99 (the L2's broad hashed
-fall the lowest); a level below 0.2 is not a reading to compare."""
+has and how flat it is. On real H200 runs the L2's broad hashed fall reads the lowest; a level
+below 0.2 is not a reading to compare."""
 from __future__ import annotations
 
 from detect_caches.reports.fmt import fmt_bytes

@@ -2,7 +2,7 @@
 
 Every element of the chain holds the address of the next one (an int64), so each hop is a
 load whose result is the next load's address, with no index arithmetic in between (a chase of
-indices pays a multiply-add per hop: ~5 ns on an H200's 17 ns L1 hit). The program walks
+indices pays a multiply-add per hop: a sizeable share of an L1 hit's latency). The program walks
 the whole cycle once untimed (every line of the chain into the caches of its SM), then ``hops``
 timed hops between reads of the SM clock (cycles) and a device timer (ns). Launch time against
 ``hops`` (CUDA events) gives the load-iteration regression's ns per hop.

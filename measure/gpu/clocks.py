@@ -26,7 +26,7 @@ def nvml_init() -> bool:
 def nvidia_gpu_count() -> int | None:
     """GPUs the NVIDIA driver sees (NVML), or None without NVML: counting them this way does
     not import torch (3-4 s on an H200 host, which a node run's parent would pay before its
-    children start)."""
+    children start: BENCHMARKS.md, 2026-11-30, fourth session)."""
     nv = _nvml()
     if nv is None:
         return None

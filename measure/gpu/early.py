@@ -1,11 +1,11 @@
 """Work of a GPU run's first launch, started before torch's import so that it overlaps it.
 
 Triton computes its cache key once per process, on the first launch of any kernel: a SHA-256 of
-its own sources and of libtriton (about 500 MB). On the H200 host that took 0.45 s of the main
-thread, after torch's import; hashlib lets go of the interpreter while it hashes, so in a thread
-started first it runs beside torch's import (which holds the interpreter) nearly for free. NVML's
-initialisation (a C call) goes along. Neither package imports the other, so the two imports
-cannot wait on each other.
+its own sources and of libtriton (about 500 MB). On the H200 host that took 0.47 s of the main
+thread, after torch's import (BENCHMARKS.md, 2026-11-30, fifth session); hashlib lets go of the
+interpreter while it hashes, so in a thread started first it runs beside torch's import (which
+holds the interpreter) nearly for free. NVML's initialisation (a C call) goes along. Neither
+package imports the other, so the two imports cannot wait on each other.
 """
 from __future__ import annotations
 

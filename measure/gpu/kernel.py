@@ -157,9 +157,9 @@ def strided_load_kernel(x_ptr, y_ptr, slot_mask, iters, stride, BLOCK: tl.conste
     the words of slots ((pid + it x programs) x BLOCK + lane) & slot_mask (a power-of-two set),
     each ``stride`` elements apart: all programs together sweep the set in order, every lane its
     own word. 32-bit index arithmetic and a mask, not a 64-bit modulo: the loop must cost less
-    than the loads at every stride (a 64-bit modulo held an H200 to ~530 G loads/s). The sums
-    are stored so that no load can be dropped; the arguments are not specialized: one binary
-    serves every stride and size."""
+    than the loads at every stride (a 64-bit modulo held an H200 to ~530 G loads/s:
+    BENCHMARKS.md, 2026-11-30, fourth session). The sums are stored so that no load can be
+    dropped; the arguments are not specialized: one binary serves every stride and size."""
     pid = tl.program_id(0)
     step = tl.num_programs(0) * BLOCK
     slot = pid * BLOCK + tl.arange(0, BLOCK)
