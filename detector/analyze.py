@@ -20,6 +20,7 @@ from detect_caches.detector.curve import build_curve
 from detect_caches.detector.latency import analyze_latency, attach_latency, attach_lines
 from detect_caches.detector.level_figures import check_ceilings, device_levels, per_cu_levels
 from detect_caches.detector.levels import Detection, Level, SweepAnalysis
+from detect_caches.detector.memo import Memo, analyze
 from detect_caches.detector.peaks import attach_peaks
 from detect_caches.detector.units import fmt_bytes
 from detect_caches.device import DeviceFacts, is_rdna
@@ -114,9 +115,10 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
     priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 
 
-def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
+def detect_levels(records: list[Measurement], facts: DeviceFacts, *, memo: Memo | None = None) -> Detection:
     """Find, name and size the cache levels in ``records``; records of the carveout sweeps (an
-    asked-for carveout) go to their own table (detector.carveouts), not into the levels."""
+    asked-for carveout) go to their own table (detector.carveouts), not into the levels.
+    ``memo``: a run's analyses kept between its passes (detector.memo)."""
     everything, records = records, main_records(records)
     warnings: list[str] = []
     sweeps: dict[str, SweepAnalysis] = {}
@@ -126,15 +128,15 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts) -> Detection:
         if any(r.sweep == name for r in records):
             known = tuple((p.level_log, p.size_lo_bytes, p.size_hi_bytes)
                           for p in sweeps["shared"].plateaus) if "shared" in sweeps else ()
-            an = analyze_sweep(build_curve(records, name), warnings, known=known,
-                               split_first=name == "shared" and facts.vendor == "nvidia",
-                               models=DEVICE_MODELS if name == "shared" else None)
+            an = analyze(memo, analyze_sweep, build_curve(records, name), warnings, known=known,
+                         split_first=name == "shared" and facts.vendor == "nvidia",
+                         models=DEVICE_MODELS if name == "shared" else None)
             if an is not None:
                 sweeps[name] = an
     if not sweeps:
         raise InputError("no bandwidth sweep has enough distinct sizes to analyze (at least 6 are "
                          "needed; a live run needs a --budget of about 60 or more)")
-    chase = analyze_latency(records, warnings)
+    chase = analyze_latency(records, warnings, memo=memo)
     if chase is not None:
         sweeps["chase"] = chase
     levels: list[Level] = []

@@ -17,6 +17,7 @@ import numpy as np
 
 from detect_caches.detector.analyze_sweep import analyze_sweep, local_level
 from detect_caches.detector.curve import NOISY_FLAGS, build_curve
+from detect_caches.detector.memo import analyze
 from detect_caches.detector.levels import Level, SweepAnalysis
 from detect_caches.detector.units import fmt_bytes
 from detect_caches.grid import DENSE_SLOT_BYTES
@@ -38,12 +39,12 @@ def chase_curve(records: list[Measurement]):
     return build_curve(rows, "chase") if rows else None
 
 
-def analyze_latency(records: list[Measurement], warnings: list[str]) -> SweepAnalysis | None:
+def analyze_latency(records: list[Measurement], warnings: list[str], *, memo=None) -> SweepAnalysis | None:
     curve = chase_curve(records)
     if curve is None:
         return None
     # the latency knees' capacities are notes beside the bandwidth's: no repeatability to resample
-    return analyze_sweep(curve, warnings, min_level_octaves=MIN_OCTAVES, resamples=0)
+    return analyze(memo, analyze_sweep, curve, warnings, min_level_octaves=MIN_OCTAVES, resamples=0)
 
 
 def _ns(bandwidth_gbs: float) -> float:

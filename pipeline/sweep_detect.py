@@ -16,12 +16,14 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     wide and the analysis again: (session, detection, analysis seconds). ``before_detect`` runs
     once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
     from detect_caches.detector.analyze import detect_levels, uncertain_falls
+    from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
     if before_detect is not None:
         before_detect(session)
     t = time.perf_counter()
-    detection = detect_levels(session.records, device.facts)
+    memo = Memo()      # a sweep the refining round adds nothing to is not analysed again
+    detection = detect_levels(session.records, device.facts, memo=memo)
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
              ", ".join(lv.name for lv in detection.levels), seconds)
@@ -32,7 +34,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
         t = time.perf_counter()
-        detection = detect_levels(session.records, device.facts)
+        detection = detect_levels(session.records, device.facts, memo=memo)
         seconds += time.perf_counter() - t
     for lv in detection.levels:
         LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})

@@ -78,3 +78,28 @@ def test_peaks_take_the_lower_of_a_repeated_winner_and_never_undercut_the_platea
     slow = Level("HBM", "device", 4600.0, sweep="shared", plateau_lo_bytes=1e6, plateau_hi_bytes=1e9)
     attach_peaks([slow], [_probe(4500), _probe(4550, warps=16)])
     assert slow.peak_bandwidth_gbs == 4600.0 and "own launch" in slow.peak_launch
+
+
+def test_a_runs_second_pass_takes_unchanged_sweeps_from_its_memo():
+    """The refining round analyses every sweep again: a sweep with no new points gives the same
+    analysis, taken from the first pass as a copy (a later step may refine it further)."""
+    from detect_caches.detector.analyze import detect_levels
+    from detect_caches.detector.memo import Memo
+    from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
+    from detect_caches.measure.session import SessionOptions, characterize as sweep
+    from detect_caches.records import MeasurementLog
+    gpu = SimulatedGPU(load_profile("h200"))
+    session = sweep(gpu, MeasurementLog(None), SessionOptions(peak_budget=0))
+    plain = detect_levels(session.records, gpu.facts)
+    memo = Memo()
+    first = detect_levels(session.records, gpu.facts, memo=memo)
+    calls = []
+    real = memo.get
+    memo.get = lambda fn, curve, warnings, **kw: calls.append(len(memo._kept)) or real(fn, curve, warnings, **kw)
+    second = detect_levels(session.records, gpu.facts, memo=memo)
+    kept = len(memo._kept)
+    assert kept == len(first.sweeps) == 2 and calls == [kept] * kept   # shared, private: neither again
+    assert [lv.to_dict() for lv in second.levels] == [lv.to_dict() for lv in first.levels] \
+        == [lv.to_dict() for lv in plain.levels]
+    assert second.sweeps["private"] is not first.sweeps["private"]
+    assert second.warnings == plain.warnings
