@@ -19,8 +19,8 @@ NOT_GRANTED_REACH = 0.05   # a carveout's curve at full speed up to the default'
 NOT_GRANTED_MISSES = 0.2   # ... has lost this share of its hits past it: the default's L1, not granted
 WINDOW_FALL_LOG = math.log10(1.15)   # a window whose last third is 15% slower than its first holds a fall
 EDGE_THIRD_MIN = 4         # points at each end of a window, at least
-DIP = 0.10                 # a point this much slower than full speed ...
-FULL = 0.03                # ... below a larger working set served within this of it: an aliasing dip
+DIP_MISSES = 0.2           # a point missing this share of its data ...
+FULL_MISSES = 0.06         # ... below a larger working set missing at most this share: an aliasing dip
 
 
 def first_fall(rows: list[Measurement], window: Window | None):
@@ -54,17 +54,24 @@ def _without_dips(rows: list[Measurement]) -> tuple[list[Measurement], float | N
     bw = np.array([r.bandwidth_gbs for r in rows], dtype=float)
     order = np.argsort(size, kind="stable")
     s, b = size[order], bw[order]
-    top = float(np.median(b[:max(EDGE_THIRD_MIN, len(b) // 3)]))
-    slow = b < top * (1 - DIP)
+    third = max(EDGE_THIRD_MIN, len(b) // 3)
+    top, bottom = float(np.median(b[:third])), float(np.median(b[-third:]))
+    if bottom >= top:
+        return rows, None
+    # hit rates against the L1's speed and the window's far end (the L2's share per SM)
+    missing = lambda v: (1 / v - 1 / top) / (1 / bottom - 1 / top)   # noqa: E731
+    misses = missing(b)
+    slow = misses >= DIP_MISSES
     # the fall: the first of three slow points in a row; a dip is slow before a full point before it
     fall = next((i for i in range(len(b) - 2) if slow[i:i + 3].all()), None)
     if fall is None:
         return rows, None
-    full = s[:fall][b[:fall] >= top * (1 - FULL)]
+    full = s[:fall][misses[:fall] <= FULL_MISSES]
     if not full.size:
         return rows, None
     last_full = float(full.max())
-    return [r for r, x, y in zip(rows, size, bw) if not (x < last_full and y < top * (1 - DIP))], last_full
+    dip = (size < last_full) & (missing(bw) >= DIP_MISSES)
+    return [r for r, d in zip(rows, dip) if not d], last_full
 
 
 def _window_fall(curve):
