@@ -137,8 +137,8 @@ class CarveoutSweep(AdaptiveSweep):
         (its first step looks no steeper than a dip)."""
         super().walk_first_fall(lo_size, hi_size, tr)
         hi_is_above = tr.hi_log > tr.lo_log
-        at95 = -math.log10(0.95 * 10 ** -tr.hi_log + 0.05 * 10 ** -tr.lo_log)
-        at80 = -math.log10(0.8 * 10 ** -tr.hi_log + 0.2 * 10 ** -tr.lo_log)
+        at95 = tr.level_at(0.95)
+        at80 = tr.level_at(0.8)
         bracket = self.bracket(lo_size, hi_size, at95, hi_is_above)
         if bracket is None:
             return

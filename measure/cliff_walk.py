@@ -37,8 +37,8 @@ def walk_cliff(sweep: Walkable, lo_size: int, hi_size: int, tr) -> None:   # tr:
     granule inside the steepest step walked. One reading per size: the analysis judges a dip
     against its neighbours."""
     hi_is_above = tr.hi_log > tr.lo_log
-    at97 = -math.log10(0.97 * 10 ** -tr.hi_log + 0.03 * 10 ** -tr.lo_log)
-    at80 = -math.log10(0.8 * 10 ** -tr.hi_log + 0.2 * 10 ** -tr.lo_log)
+    at97 = tr.level_at(0.97)
+    at80 = tr.level_at(0.8)
     bracket = sweep.bracket(lo_size, hi_size, at97, hi_is_above)
     if bracket is None:
         return

@@ -85,6 +85,11 @@ class Transition:
     hi_log: float     # plateau level on the small-size side (log10 GB/s)
     lo_log: float     # plateau level on the large-size side
 
+    def level_at(self, hits: float) -> float:
+        """The bandwidth (log10) at which a share ``hits`` of the loads hits the faster level
+        (harmonic mixing of the two plateaus)."""
+        return -math.log10(hits * 10 ** -self.hi_log + (1 - hits) * 10 ** -self.lo_log)
+
 
 @dataclass
 class SweepState:
@@ -249,8 +254,7 @@ class AdaptiveSweep:
 
     def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float, resolution: float,
                max_probes: int = 1 << 30) -> None:
-        # the bandwidth at which a share q of the loads hits the faster level (harmonic mixing)
-        threshold = -math.log10(q * 10 ** -tr.hi_log + (1 - q) * 10 ** -tr.lo_log)
+        threshold = tr.level_at(q)
         hi_is_above = tr.hi_log > tr.lo_log
         undecided_in_row = 0
         probes = 0
