@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detect_caches.detector.fallfit import BY_MODEL, describe, fit_fall
+from detect_caches.detector.fallfit import BY_MODEL, RESAMPLES, describe, fit_fall
 
-BOOTSTRAP = 0    # kept for callers that pass ``resamples``: the fit's own likelihood replaced it
+BOOTSTRAP = RESAMPLES   # refits behind a shallow fit's repeatability (0 where nobody reads it)
 
 
 @dataclass
@@ -77,7 +77,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         lower_shape = 10.0 ** -(lo - float(np.median(lo)))
     point = noise_log if resample_sigma is None else resample_sigma
     fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
-                   sigma_curve=noise_log, plateaus=plateaus,
+                   sigma_curve=noise_log, plateaus=plateaus, resamples=resamples,
                    models=[BY_MODEL[m] for m in models] if models else None)
     if fit is None:
         return _step(sizes, y, hi_log, lo_log if not np.ndim(lo_log) else float(np.median(lo_log)))

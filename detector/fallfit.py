@@ -62,7 +62,8 @@ BY_MODEL = {m.name: m for m in MODELS}
 MODEL_SHAPES["split"] = "split level (near and far half)"
 
 
-def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: float) -> float:
+def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: float,
+                  resamples: int = RESAMPLES) -> float:
     """How far a rerun moves the estimate (1 sigma, ln C): each major model's own spread (the
     curvature of its fit at the optimum; for an onset model, where in the gap to the next measured
     size C may lie) and the spread between the models' readings, by their weights."""
@@ -74,17 +75,17 @@ def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: 
             own = math.log(above[0] / f.capacity_bytes) / math.sqrt(12) if above.size else 0.0
         elif f.inv00 is not None and f.inv00 > 0:
             own = sigma * math.sqrt(f.inv00)
-            if own > RESAMPLE_ABOVE:
+            if own > RESAMPLE_ABOVE and resamples:
                 # a curvature this shallow is a valley of traded parameters (a decline's slope
                 # against its start): what reruns do is read by refitting on fresh noise
-                own = min(own, _resampled(win, f, sigma))
+                own = min(own, _resampled(win, f, sigma, resamples))
         else:
             own = 0.0
         var += f.weight * (min(own, 1.0) ** 2 + (math.log(f.capacity_bytes) - lncap) ** 2)
     return math.sqrt(var / total) if total > 0 else 0.0
 
 
-def _resampled(win: FallWindow, fit: ModelFit, sigma: float) -> float:
+def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int) -> float:
     """The spread of ln C over refits of ``fit``'s model from its optimum on points with fresh
     noise of the fit's size (a parametric bootstrap; a few, seeded: reruns of the same analysis
     agree)."""
@@ -94,7 +95,7 @@ def _resampled(win: FallWindow, fit: ModelFit, sigma: float) -> float:
     _, c1, c2 = win.rss(H)
     clean = -np.log10(c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u)
     logs = []
-    for _ in range(RESAMPLES):
+    for _ in range(resamples):
         noisy = FallWindow(win.sizes, clean + rng.normal(0.0, sigma, clean.size), win.u, sigma)
         noisy.delta, noisy.prior = win.delta, win.prior
         logs.append(math.log(refine(noisy, model, ModelFit(fit.model, fit.theta, fit.capacity_bytes, math.inf,
@@ -128,11 +129,13 @@ def _posterior(win: FallWindow, fits: list[ModelFit], sigma: float) -> tuple[np.
 
 
 def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False,
-             sigma_curve: float | None = None, plateaus=None, models=None) -> FallFit | None:
+             sigma_curve: float | None = None, plateaus=None, models=None,
+             resamples: int = RESAMPLES) -> FallFit | None:
     """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
-    the level may be split in two partitions with a slower far half (a model of its own)."""
+    the level may be split in two partitions with a slower far half (a model of its own);
+    ``resamples``: refits on fresh noise behind a shallow fit's repeatability (0: its curvature alone)."""
     if len(sizes) < 4:
         return None
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
@@ -174,7 +177,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         tail = (1 - LEVEL) / 2
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
-    spread = _rerun_spread(win, major, lncap, sigma)
+    spread = _rerun_spread(win, major, lncap, sigma, resamples)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
     for f in fits:

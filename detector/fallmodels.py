@@ -102,6 +102,36 @@ class FallWindow:
         delta = max(self.delta * LOOSE, LOOSE_FLOOR) if loose else self.delta
         return solve(H, self.v, self.w, self.u, self.y, delta, self.u_mid, self.prior)
 
+    def residuals(self, h: np.ndarray) -> np.ndarray:
+        """One candidate's capped residuals and the plateaus' ridge as two more (what
+        least_squares minimises is then ``rss``'s figure): the polish's inner loop, written for
+        one row of hit rates (the general solve's overhead dominated the fit's time)."""
+        w, u, v = self.w, self.u, self.v
+        x2 = (1.0 - h) * u
+        wx1, wx2 = w * h, w * x2
+        a11, a12, a22 = wx1 @ h, wx1 @ x2, wx2 @ x2
+        b1, b2 = wx1 @ v, wx2 @ v
+        if self.prior is not None:
+            p1, p2, l1, l2 = self.prior
+            a11, b1, a22, b2 = a11 + l1, b1 + l1 * p1, a22 + l2, b2 + l2 * p2
+        det = a11 * a22 - a12 * a12
+        bad = np.full(h.size + 2, 1.0)
+        if not det > 1e-12 * max(a11 * a22, 1e-300):
+            return bad
+        c1, c2 = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
+        if not (c1 > 0 and c2 * self.u_mid > 1.02 * c1):
+            return bad
+        vhat = c1 * h + c2 * x2
+        if not np.all(vhat > 0):
+            return bad
+        out = np.empty(h.size + 2)
+        np.clip(self.y + np.log10(vhat), -self.delta, self.delta, out=out[:-2])
+        out[-2:] = 0.0
+        if self.prior is not None:
+            out[-2] = math.sqrt(l1) * (c1 - p1) / LN10
+            out[-1] = math.sqrt(l2) * (c2 - p2) / LN10
+        return out
+
 
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
 REFINE_STARTS = 3       # grid candidates polished per model
@@ -185,23 +215,13 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
 
     def resid(p):
         c, th = unpack(p)
-        H = model.hit(np.exp(win.x - c)[None, :], th)
-        rss, c1, c2 = win.rss(H)
-        if not np.isfinite(rss[0]):
-            return np.full(win.x.size + 2, 1.0)
-        vhat = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
-        e = win.y + np.log10(vhat)
-        # the capped loss as residuals, so least_squares minimises the same figure, and the
-        # plateaus' ridge as two more
-        prior = [0.0, 0.0]
-        if win.prior is not None:
-            p1, p2, l1, l2 = win.prior
-            prior = [math.sqrt(l1) * (c1[0] - p1) / LN10, math.sqrt(l2) * (c2[0] - p2) / LN10]
-        return np.concatenate([np.clip(e, -win.delta, win.delta), prior])
+        return win.residuals(model.hit(np.exp(win.x - c), th))
 
     p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
     try:
-        res = least_squares(resid, p0, bounds=(lb, ub), method="trf", x_scale="jac", max_nfev=80)
+        # tolerances of 1e-6: C to a part in a million is far below any run's repeatability
+        res = least_squares(resid, p0, bounds=(lb, ub), method="trf", x_scale="jac", max_nfev=80,
+                            ftol=1e-6, xtol=1e-6)
     except ValueError:
         return fit
     rss = float(np.sum(res.fun ** 2))
