@@ -31,6 +31,9 @@ from detect_caches.records import REJECTED_FLAGS, Measurement, MeasurementLog
 CROSSINGS = (0.5, 0.95, 0.2)
 
 
+QUARTILE_STEP = 0.4506   # the lower quartile of |a - b| for two readings of noise sigma, in sigmas
+
+
 @dataclass
 class SweepPlan:
     """One sweep: its launch configuration, range (stream bytes per program) and budget."""
@@ -168,8 +171,15 @@ class AdaptiveSweep:
         walk_cliff(self, lo_size, hi_size, tr)
 
     def coarse_sigma(self, sizes: list[int], levels: np.ndarray) -> float:
-        """The noise of one reading (log10), from the coarse pass."""
-        return max(robust_sigma(levels, default=0.01), 0.002)
+        """The noise of one reading (log10), from the coarse pass: the lesser of the MAD of the
+        steps and their lower quartile (which holds while up to three steps in four are falls: a
+        short sweep across three levels has that many, and the MAD then reads the falls as noise
+        and hides them)."""
+        sigma = robust_sigma(levels, default=0.01)
+        steps = np.abs(np.diff(levels))
+        if steps.size >= 8:
+            sigma = min(sigma, float(np.quantile(steps, 0.25)) / QUARTILE_STEP)
+        return max(sigma, 0.002)
 
     def extend(self, coarse: list[int]) -> list[int]:
         """Coarse sizes past the planned end, two octaves at a time up to extend_stream_bytes,
