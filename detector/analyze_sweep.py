@@ -124,17 +124,29 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
             plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
             continue
         i += 1
-    levels, partials = [], []
+    seen, long = set(), []
     for k, p in enumerate(plats):
-        seen = any(abs(p.level_log - lv) <= KNOWN_SPEED and p.size_lo_bytes * scale <= hi * 1.5
-                   and p.size_hi_bytes * scale >= lo / 1.5 for lv, lo, hi in known) and p.last_bin > p.first_bin
+        if any(abs(p.level_log - lv) <= KNOWN_SPEED and p.size_lo_bytes * scale <= hi * 1.5
+               and p.size_hi_bytes * scale >= lo / 1.5 for lv, lo, hi in known) and p.last_bin > p.first_bin:
+            seen.add(k)
         # a level holds its speed; a tail of partial hits or a pseudo-LRU sag slopes all along
         flat = _flattest(p, y, point_bin) < max(FLAT_DRIFT, 3 * sigma) if 0 < k < len(plats) - 1 else True
-        if k in (0, len(plats) - 1) or seen or (_octaves(p) >= min_octaves and flat and _stands_out(p, plats[k - 1])
-                                                 and _stands_out(p, plats[k + 1])):
-            levels.append(p)
-        else:
-            partials.append(p)
+        if k in (0, len(plats) - 1) or k in seen or (_octaves(p) >= min_octaves and flat):
+            long.append(k)
+    # a long plateau is a level when it stands out against the levels beside it (a short run of
+    # partial hits between them, the shoulder of a random tail, says nothing about it)
+    changed = True
+    while changed:
+        changed = False
+        for j in range(1, len(long) - 1):
+            k = long[j]
+            if k not in seen and not (_stands_out(plats[k], plats[long[j - 1]])
+                                      and _stands_out(plats[k], plats[long[j + 1]])):
+                del long[j]
+                changed = True
+                break
+    levels = [p for k, p in enumerate(plats) if k in long]
+    partials = [p for k, p in enumerate(plats) if k not in long]
     return levels, partials
 
 
