@@ -70,7 +70,7 @@ def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: 
     total = sum(f.weight for f in majors)
     var = 0.0
     for f in majors:
-        if f.model in ONSET:
+        if f.model in ONSET and f.inv00 is None:
             above = win.sizes[win.sizes > f.capacity_bytes * (1 + 1e-9)]
             own = math.log(above[0] / f.capacity_bytes) / math.sqrt(12) if above.size else 0.0
         elif f.inv00 is not None and f.inv00 > 0:
@@ -185,7 +185,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
             above = win.sizes[win.sizes > f.capacity_bytes * (1 + 1e-9)]
             if above.size:
                 high = max(high, float(above[0]))
-            low = min(low, f.capacity_bytes)
+            below = win.sizes[win.sizes <= f.capacity_bytes * (1 + 1e-9)]
+            low = min(low, float(below[-1]) if below.size else f.capacity_bytes)
     low, high = min(low, cap * (1 - FLOOR)), max(high, cap * (1 + FLOOR))
     top = max(fits, key=lambda f: f.weight)
     return FallFit(cap, low, high, spread, MODEL_SHAPES[top.model], fits, sigma)

@@ -134,6 +134,8 @@ class FallWindow:
 
 
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
+CONTINUOUS_ONSET = ("random",)   # onset models whose hit rate leaves 100% continuously at C (modulo
+                                # does too, but its linear fall then passes for a narrow hashed one: the H200 L2)
 REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
 VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
@@ -199,10 +201,20 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     n_theta = len(fit.theta)
     lo = [g[0] for g in model.grids]
     hi = [g[-1] for g in model.grids]
-    if model.onset:
+    lnc = math.log(fit.capacity_bytes)
+    gap = win.x[win.x > lnc + 1e-9]
+    c_free = not model.onset or (model.name in CONTINUOUS_ONSET and gap.size > 0)   # C among the parameters
+    if model.onset and c_free:
+        # hit rates that leave 100% continuously at C: the points past it place C between the
+        # measured sizes around the grid's choice (a sparse grid would hold C at a measured size)
+        before = win.x[win.x < lnc - 1e-9]
+        p0 = [lnc, *fit.theta]
+        lb = [before[-1] if before.size else lnc, *lo]
+        ub = [gap[0] - 1e-6, *hi]
+        unpack = lambda p: (p[0], tuple(p[1:]))  # noqa: E731
+    elif model.onset:
         if not n_theta:
             return fit
-        lnc = math.log(fit.capacity_bytes)
         p0, lb, ub = list(fit.theta), lo, hi
         unpack = lambda p: (lnc, tuple(p))  # noqa: E731
     else:
@@ -233,7 +245,7 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     if model.name in CLIFFS and math.log10(th[0] * c1[0] + (1 - th[0]) * c2[0] * win.u_mid) - math.log10(c1[0]) < win.visible:
         return fit
     inv00 = None
-    if not model.onset:
+    if c_free:
         try:
             inv00 = float(np.linalg.pinv(res.jac.T @ res.jac)[0, 0])
         except (np.linalg.LinAlgError, ValueError):

@@ -23,7 +23,8 @@ the whole fall.
   set's load n / A, averaged over the loads (a line's set holds 1 + Poisson(A r) lines).
 
 ``onset`` models serve everything up to C: their C is the last size served whole, a measured
-size; the others have C inside the fall.
+size (random replacement's, whose hit rate leaves 100% continuously, is placed between measured
+sizes by the points past it); the others have C inside the fall.
 """
 from __future__ import annotations
 
