@@ -103,3 +103,46 @@ def test_a_runs_second_pass_takes_unchanged_sweeps_from_its_memo():
         == [lv.to_dict() for lv in plain.levels]
     assert second.sweeps["private"] is not first.sweeps["private"]
     assert second.warnings == plain.warnings
+
+
+def test_a_long_level_is_judged_against_the_levels_beside_it_not_a_shoulder():
+    """Generated GPU 283 (seed 2) in miniature: an L2 at 5.54 TB/s whose random-replacement tail
+    leaves a short shoulder at 4.22 TB/s, then a flat L3 plateau over 3.5 octaves at 3.84 TB/s
+    (1.099x under the shoulder, 1.44x under the L2) and memory. The L3 is a level; the shoulder
+    is a partial."""
+    import math as m
+    from detect_caches.detector.analyze_sweep import select_levels
+    from detect_caches.detector.plateaus import Plateau
+    mib = 2 ** 20
+    spans = [(1, 19, 5540.0), (25, 34, 4222.0), (40, 468, 3841.0), (733, 2048, 1570.0)]   # MiB, GB/s
+    xs, ys, bins, plats = [], [], [], []
+    rng = np.random.default_rng(3)
+    for lo, hi, bw in spans:
+        sizes = np.geomspace(lo, hi, max(3, int(8 * m.log2(hi / lo)) + 1)) * mib
+        first = len(set(bins))
+        for k, s in enumerate(sizes):
+            xs.append(s)
+            ys.append(m.log10(bw) + rng.normal(0, 0.002))
+            bins.append(first + k)
+        plats.append(Plateau(first, first + sizes.size - 1, m.log10(bw), 0.002, float(sizes[0]), float(sizes[-1]), sizes.size))
+    x, y, point_bin = np.log(xs), np.array(ys), np.array(bins)
+    levels, partials = select_levels(plats, x, y, point_bin, sigma=0.002)
+    assert [round(10 ** p.level_log) for p in levels] == [5540, 3841, 1570]
+    assert [round(10 ** p.level_log) for p in partials] == [4222]
+
+
+def test_a_random_tail_places_its_capacity_between_measured_sizes():
+    """Random replacement leaves 100% continuously at C, so the points past it say where C lies
+    between two measured sizes 6% apart (97 and 103 KiB around a 100 KiB truth): within 1%, where
+    a C held at a measured size is 3% off."""
+    from detect_caches.measure.sim.model import SimLevel, hit_rate
+    rng = np.random.default_rng(11)
+    cap = 100 * KIB
+    lv = SimLevel("L1", 30000.0, cap, "per_cu", "random")
+    sizes = np.round(np.geomspace(0.97 / 1.06 ** 12, 0.97 * 1.06 ** 24, 37) * cap / 64) * 64
+    h = np.array([hit_rate(s / cap, lv) for s in sizes])
+    y = np.log10(1 / (h / 30000 + (1 - h) / 6000)) + rng.normal(0, 0.002, sizes.size)
+    est = estimate_capacity(sizes, y, math.log10(30000), math.log10(6000), 0.002)
+    assert est.shape == "random-replacement tail"
+    assert abs(est.capacity_bytes / cap - 1) < 0.01, est.capacity_bytes / cap
+    assert est.low_bytes <= cap <= est.high_bytes
