@@ -136,7 +136,7 @@ class FallWindow:
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
 CONTINUOUS_ONSET = ("random",)   # onset models whose hit rate leaves 100% continuously at C (modulo
                                 # does too, but its linear fall then passes for a narrow hashed one: the H200 L2)
-REFINE_STARTS = 2       # grid candidates polished per model
+REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
 VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 
