@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detect_caches.detector.fallmodels import SPLIT, FallWindow, ModelFit, fit_model, fit_split, refine, refine_best
+from detect_caches.detector.fallmodels import FallWindow, ModelFit, fit_model, refine, refine_best
 from detect_caches.detector.hitmodels import MODELS, crossing_ratio, hit_curve
+from detect_caches.detector.splitfit import SPLIT, fit_split
 
 RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is resampled instead ...
 RESAMPLES = 12          # ... this many times

@@ -1,8 +1,8 @@
 """Fitting one hit-rate model to one fall (detector.fallfit combines them): the fall's points
 prepared once for every model, the closed-form solve of the two plateau speeds behind each
 candidate, each model's best starts on a grid of capacities and shapes, each polished (variable
-projection: the plateau speeds solved inside); the split level (two partitions, a slower far
-half) as a model of its own."""
+projection: the plateau speeds solved inside). The split level, a model of its own, is in
+detector.splitfit."""
 from __future__ import annotations
 
 import math
@@ -272,42 +272,3 @@ def refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
                             -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile,
                             inv00=1.0 / bend if np.isfinite(bend) and bend > 0 else None)
     return best
-
-
-# each half of a split level falls within a tenth of its size (hashed sets of many ways): a broad
-# two-step "split" would stand for a smooth tail of partial hits, which other models describe
-SPLIT = HitModel("split", "split level (near and far half)", False,
-                 (tuple(np.round(np.geomspace(0.006, 0.08, 9), 5)),))
-SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
-
-
-def fit_split(win: FallWindow) -> ModelFit | None:
-    """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
-    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both)."""
-    lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
-    best_rss = np.full(lnc.size, np.inf)
-    best = None
-    for (s,) in SPLIT.thetas():
-        r = np.exp(win.x[None, :] - lnc[:, None])
-        ht = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
-        hn = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
-        X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
-        A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
-        b = np.einsum("mni,n,n->mi", X, win.v, win.w)
-        c = np.linalg.solve(A, b[..., None])[..., 0]
-        ok = (c[:, 0] > 0) & (c[:, 1] > SPLIT_APART * c[:, 0]) & (c[:, 2] > SPLIT_APART * c[:, 1])
-        vhat = np.einsum("mni,mi->mn", X, c)
-        ok &= np.all(vhat > 0, axis=-1)
-        e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))
-        rss = np.where(ok, huber(e, win.delta).sum(-1), np.inf)
-        best_rss = np.minimum(best_rss, rss)
-        i = int(np.argmin(rss))
-        if np.isfinite(rss[i]) and (best is None or rss[i] < best[0]):
-            best = (float(rss[i]), (float(s),), float(lnc[i]), c[i])
-    if best is None:
-        return None
-    rss, theta, c, coef = best
-    fit = ModelFit("split", theta, math.exp(c), rss, -math.log10(coef[0]),
-                   -math.log10(coef[2] * float(np.median(win.u))), profile=(lnc, best_rss))
-    fit.far_log = -math.log10(coef[1])
-    return fit
