@@ -39,12 +39,12 @@ def huber(e: np.ndarray, delta: float) -> np.ndarray:
     return np.minimum(e * e, delta * delta)
 
 
-def solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float,
-           u_mid: float = 1.0, prior=None):
-    """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points): returns
-    (rss, 1/B_hi, 1/B_lo); rss is inf where the fit is not a fall (the lower level as fast).
-    ``prior``: (1/B_hi, 1/B_lo, weight of each) from the plateaus' own points, which hold the
-    speeds there (a ridge on each: the fit moves them only as far as the fall's points insist)."""
+def speeds(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, u_mid: float = 1.0, prior=None):
+    """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points, or one
+    row): (1/B_hi, 1/B_lo, the lower level's share of each point, ok); not ok where the normal
+    equations are singular or the fit is not a fall (the lower level as fast). ``prior``: (1/B_hi,
+    1/B_lo, weight of each) from the plateaus' own points, which hold the speeds there (a ridge on
+    each: the fit moves them only as far as the fall's points insist)."""
     X1, X2 = H, (1.0 - H) * u
     a11 = (w * X1 * X1).sum(-1)
     a12 = (w * X1 * X2).sum(-1)
@@ -61,12 +61,28 @@ def solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndar
     c1 = (a22 * b1 - a12 * b2) / det
     c2 = (a11 * b2 - a12 * b1) / det
     ok &= (c1 > 0) & (c2 * u_mid > 1.02 * c1)
-    vhat = c1[..., None] * X1 + c2[..., None] * X2
+    return c1, c2, X2, ok
+
+
+def ridge(c1, c2, prior):
+    """The plateaus' own points as they would count in the fit (log10 units): the two ridge terms
+    as residuals."""
+    p1, p2, l1, l2 = prior
+    return np.sqrt(l1) * (c1 - p1) / LN10, np.sqrt(l2) * (c2 - p2) / LN10
+
+
+def solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float,
+          u_mid: float = 1.0, prior=None):
+    """(rss, 1/B_hi, 1/B_lo) for each row of hit rates ``H``: the capped residual sum of squares
+    at the closed-form plateau speeds (inf where the fit is not a fall)."""
+    c1, c2, X2, ok = speeds(H, v, w, u, u_mid, prior)
+    vhat = c1[..., None] * H + c2[..., None] * X2
     ok &= np.all(vhat > 0, axis=-1)
     e = y + np.log10(np.where(vhat > 0, vhat, 1.0))
     rss = huber(e, delta).sum(-1)
-    if prior is not None:   # the plateaus' own points count as they would in the fit (log10 units)
-        rss = rss + (l1 * (c1 - p1) ** 2 + l2 * (c2 - p2) ** 2) / LN10 ** 2
+    if prior is not None:
+        r1, r2 = ridge(c1, c2, prior)
+        rss = rss + r1 * r1 + r2 * r2
     rss = np.where(ok, rss, np.inf)
     return rss, c1, c2
 
@@ -103,33 +119,16 @@ class FallWindow:
         return solve(H, self.v, self.w, self.u, self.y, delta, self.u_mid, self.prior)
 
     def residuals(self, h: np.ndarray) -> np.ndarray:
-        """One candidate's capped residuals and the plateaus' ridge as two more (what
-        least_squares minimises is then ``rss``'s figure): the polish's inner loop, written for
-        one row of hit rates (the general solve's overhead dominated the fit's time)."""
-        w, u, v = self.w, self.u, self.v
-        x2 = (1.0 - h) * u
-        wx1, wx2 = w * h, w * x2
-        a11, a12, a22 = wx1 @ h, wx1 @ x2, wx2 @ x2
-        b1, b2 = wx1 @ v, wx2 @ v
-        if self.prior is not None:
-            p1, p2, l1, l2 = self.prior
-            a11, b1, a22, b2 = a11 + l1, b1 + l1 * p1, a22 + l2, b2 + l2 * p2
-        det = a11 * a22 - a12 * a12
-        bad = np.full(h.size + 2, 1.0)
-        if not det > 1e-12 * max(a11 * a22, 1e-300):
-            return bad
-        c1, c2 = (a22 * b1 - a12 * b2) / det, (a11 * b2 - a12 * b1) / det
-        if not (c1 > 0 and c2 * self.u_mid > 1.02 * c1):
-            return bad
+        """One row of hit rates' capped residuals and the plateaus' ridge as two more: what
+        least_squares minimises is then ``rss``'s figure (the polish's inner loop)."""
+        c1, c2, x2, ok = speeds(h, self.v, self.w, self.u, self.u_mid, self.prior)
         vhat = c1 * h + c2 * x2
-        if not np.all(vhat > 0):
-            return bad
-        out = np.empty(h.size + 2)
+        if not (ok and np.all(vhat > 0)):
+            return np.full(h.size + 2, 1.0)
+        out = np.zeros(h.size + 2)
         np.clip(self.y + np.log10(vhat), -self.delta, self.delta, out=out[:-2])
-        out[-2:] = 0.0
         if self.prior is not None:
-            out[-2] = math.sqrt(l1) * (c1 - p1) / LN10
-            out[-1] = math.sqrt(l2) * (c2 - p2) / LN10
+            out[-2:] = ridge(c1, c2, self.prior)
         return out
 
 
