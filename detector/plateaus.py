@@ -3,6 +3,7 @@ sit between their neighbours as ramps (part of a transition), and measure each p
 robustly from the raw points."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,15 @@ def _segments(n_bins: int, bkps: list[int]) -> list[list[int]]:
     return [[a, b - 1] for a, b in zip(edges, edges[1:]) if b > a]
 
 
+def _apart(a: list[int], b: list[int], sigma: float) -> float:
+    """How far apart two neighbouring segments' median levels must be to stay two: at least 10%;
+    five sigmas between two single bins, and between longer ones 3.5 times the noise of their
+    medians (1.25 sigma / sqrt(bins) each). One bin's five sigmas merged a 1.2x step under 3% noise
+    between two plateaus of 20 bins each (generated GPU 26)."""
+    n_a, n_b = a[1] - a[0] + 1, b[1] - b[0] + 1
+    return max(MIN_LEVEL_STEP, min(5 * sigma, 3.5 * 1.25 * sigma * math.sqrt(1 / n_a + 1 / n_b)))
+
+
 def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[int]]:
     """Bin ranges [first, last] of the plateaus; bins between two plateaus are transitions."""
     step = max(5 * sigma, MIN_LEVEL_STEP)
@@ -50,7 +60,7 @@ def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[i
         if changed:
             continue
         for i in range(len(segs) - 1):
-            if abs(level(segs[i]) - level(segs[i + 1])) < step:
+            if abs(level(segs[i]) - level(segs[i + 1])) < _apart(segs[i], segs[i + 1], sigma):
                 segs[i:i + 2] = [[segs[i][0], segs[i + 1][1]]]
                 changed = True
                 break
@@ -65,7 +75,7 @@ def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[i
     # two plateaus left next to each other at nearly one level (a ramp removed between): merge
     merged: list[list[int]] = []
     for s in plateaus:
-        if merged and s[0] == merged[-1][1] + 1 and abs(level(merged[-1]) - level(s)) < step:
+        if merged and s[0] == merged[-1][1] + 1 and abs(level(merged[-1]) - level(s)) < _apart(merged[-1], s, sigma):
             merged[-1][1] = s[1]
         else:
             merged.append(list(s))

@@ -146,3 +146,19 @@ def test_a_random_tail_places_its_capacity_between_measured_sizes():
     assert est.shape == "random-replacement tail"
     assert abs(est.capacity_bytes / cap - 1) < 0.01, est.capacity_bytes / cap
     assert est.low_bytes <= cap <= est.high_bytes
+
+
+def test_a_small_step_between_two_long_noisy_plateaus_is_two_levels():
+    """Generated GPU 26 (seed 3): an L2 1.21x faster than memory under 3% noise. Pelt finds the
+    step; one bin's 5 sigma (6.5%) merged the two 20-bin plateaus back into one and the L2 was
+    lost. Between long segments their medians' own noise decides, over the 10% floor."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(26), seed=3)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    assert [lv.name for lv in det.levels] == ["L1", "L2", "HBM"]
+    l2 = next(lv for lv in det.levels if lv.name == "L2")
+    assert abs(l2.capacity_bytes / dict(gpu_generator.expected_levels(spec))["L2"] - 1) < 0.1
