@@ -66,8 +66,9 @@ MODEL_SHAPES["split"] = "split level (near and far half)"
 def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: float,
                   resamples: int = RESAMPLES) -> float:
     """How far a rerun moves the estimate (1 sigma, ln C): each major model's own spread (the
-    curvature of its fit at the optimum; for an onset model, where in the gap to the next measured
-    size C may lie) and the spread between the models' readings, by their weights."""
+    curvature of its fit at the optimum; for an onset model held at a measured size, where in the
+    gap to the next measured size C may lie) and the spread between the models' readings, by
+    their weights."""
     total = sum(f.weight for f in majors)
     var = 0.0
     for f in majors:
