@@ -23,15 +23,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def result_of(args) -> dict:
     k, seed, generator = args
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.api import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    from detect_caches.reports.result_json import build_result
-    prof = parse_profile(dict(importlib.import_module(generator).draw_gpu(k), seed=seed))
-    log = MeasurementLog(None)
-    _, det, _ = sweep_and_detect(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
-    res = build_result(det, prof.facts, measurements=len(log.records), elapsed_s=0.0, method={}, extra_warnings=[])
+    from sim_runs import result_of as run   # the tests' seeded simulator run, as result.json content
+    res = run(dict(importlib.import_module(generator).draw_gpu(k), seed=seed))
     res["device"].update(host=f"node{k:03d}", index=seed - 1, uuid=f"GPU-SIM-{k:04d}-{seed}")
     return res
 
