@@ -27,7 +27,8 @@ LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first
 KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
 FLAT_SPREADS = 3.0         # a level between two others steps by this many of its own spreads
 FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
-FLAT_BINS = 4                   # half an octave of bins
+FLAT_BINS = 4                   # ... over this many of its bins
+EDGE_JUMP = 2.0                 # ... less an edge bin this many sigmas off its neighbour
 
 
 def _octaves(p: Plateau) -> float:
@@ -91,15 +92,19 @@ def _drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
     return float(abs(np.median(a) - np.median(b))) if a.size and b.size else 0.0
 
 
-def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
-    """The least the plateau's speed moves over half an octave (log10): a level holds its speed
-    somewhere; a tail of partial hits slopes all along."""
+def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray, sigma: float) -> float:
+    """The least the plateau's speed moves over FLAT_BINS of its bins (log10): a level holds its
+    speed somewhere; a tail of partial hits slopes all along. An edge bin a step off its
+    neighbour (faster at the start, slower at the end) holds the fall beside the plateau
+    (segmentation puts a boundary a refined point or two off): one at each end is left out."""
     bins = range(p.first_bin, p.last_bin + 1)
-    med = {b: float(np.median(y[point_bin == b])) for b in bins if np.any(point_bin == b)}
-    keys = sorted(med)
-    if len(keys) < FLAT_BINS:
-        return 0.0
-    return min(abs(med[keys[i]] - med[keys[i + FLAT_BINS - 1]]) for i in range(len(keys) - FLAT_BINS + 1))
+    med = [float(np.median(y[point_bin == b])) for b in bins if np.any(point_bin == b)]
+    if len(med) > 2 and med[0] > med[1] + EDGE_JUMP * sigma:
+        med = med[1:]
+    if len(med) > 2 and med[-1] < med[-2] - EDGE_JUMP * sigma:
+        med = med[:-1]
+    n = min(FLAT_BINS, len(med))
+    return min((abs(med[i] - med[i + n - 1]) for i in range(len(med) - n + 1)), default=0.0) if n >= 2 else 0.0
 
 
 def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_bin: np.ndarray) -> Plateau:
@@ -130,7 +135,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
                and p.size_hi_bytes * scale >= lo / 1.5 for lv, lo, hi in known) and p.last_bin > p.first_bin:
             seen.add(k)
         # a level holds its speed; a tail of partial hits or a pseudo-LRU sag slopes all along
-        flat = _flattest(p, y, point_bin) < max(FLAT_DRIFT, 3 * sigma) if 0 < k < len(plats) - 1 else True
+        flat = _flattest(p, y, point_bin, sigma) < max(FLAT_DRIFT, 3 * sigma) if 0 < k < len(plats) - 1 else True
         if k in (0, len(plats) - 1) or k in seen or (_octaves(p) >= min_octaves and flat):
             long.append(k)
     # a long plateau is a level when it stands out against the levels beside it (a short run of

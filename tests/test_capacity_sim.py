@@ -115,6 +115,16 @@ def test_builtin_profiles_reproduce_their_cards(name):
                 assert abs(lv.capacity_bytes / truth - 1) <= tol, (seed, lv.name, lv.capacity_bytes, truth)
 
 
+def test_a_short_level_whose_plateau_ends_in_the_next_fall_is_found():
+    """mi210 seed 4: the L3's plateau (1.1 octaves, 1.15x slower than the L2) ends in three
+    refined points of its own fall, and a bin of them read as a slope: the L3 was lost and the
+    L2 read +127% (the L3's size)."""
+    prof = dataclasses.replace(load_profile("mi210"), seed=4)
+    det, _ = run_profile(prof)
+    assert [lv.name for lv in det.levels] == ["L1", "L2", "L3", "HBM"]
+    assert abs(det.levels[2].capacity_bytes / prof.true_capacity("L3") - 1) <= BUILTIN_TOL
+
+
 def run_profile(prof):
     log = MeasurementLog(None)
     _, det, _ = sweep_and_detect(SimulatedGPU(prof), log, SessionOptions())
