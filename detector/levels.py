@@ -1,7 +1,10 @@
 """Plain data that the detector hands to the reports: levels, plateaus and transitions."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, asdict
+
+import numpy as np
 
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.plateaus import Plateau
@@ -62,6 +65,9 @@ class Step:
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside the fall
 
 
+NEXT_FALL_SIGMAS = 3.0    # a point this many point sigmas under the lower plateau's speed ...
+NEXT_FALL_MIN = math.log10(1.02)   # ... and 2% is slower than that level: the next fall's
+KEEP_LOWER_OCTAVES = 0.3  # the lower plateau's first points stay in a fall's fit whatever they read
 STEP_EDGE_OCTAVES = 1.5   # how far into each plateau a fall's fit reaches (its plateau speeds are
                           # fitted with the fall, from points inside the plateaus)
 
@@ -87,7 +93,15 @@ class SweepAnalysis:
         start = max(hi.size_lo_bytes, hi.size_hi_bytes / 2 ** STEP_EDGE_OCTAVES)
         end = min(lo.size_hi_bytes, lo.size_lo_bytes * 2 ** STEP_EDGE_OCTAVES)
         inside = (self.point_bin >= hi.first_bin) & (self.point_bin <= lo.last_bin)
-        return inside & (x >= start * (1 - 1e-9)) & (x <= end * (1 + 1e-9))
+        sel = inside & (x >= start * (1 - 1e-9)) & (x <= end * (1 + 1e-9))
+        # the lower plateau's last points may already be in the next fall (segmentation puts the
+        # boundary a point or two late): slower than the plateau, they would drag its fitted speed
+        below = self.curve.y < lo.level_log - max(NEXT_FALL_SIGMAS * (self.point_sigma or self.sigma), NEXT_FALL_MIN)
+        for k in np.nonzero(sel)[0][::-1]:
+            if not below[k] or x[k] <= lo.size_lo_bytes * 2 ** KEEP_LOWER_OCTAVES:
+                break
+            sel[k] = False
+        return sel
 
 
 @dataclass

@@ -95,9 +95,10 @@ KNOWN_MISSES = {
     # L1 only 1.4x faster than the L2 and a pseudo-LRU decline: the decline's start, which places
     # C, moves 1.4% in bandwidth; the collapse that the data pins is k C with k and C traded
     ("mi300x", "L1"): 0.9,
-    # an L3 2.3x past the L2, its random tail starting where the L2's hashed fall ends: the
-    # L2's lower plateau is the L3's start
-    ("mi210", "L2"): 0.2,
+    # an L2 only 1.16x faster than the L3 under 1% noise: the hashed models read about 6.4 MiB,
+    # an onset model (modulo) 5.3 MiB with a few percent of the evidence; -6% on seed 4, whose
+    # coarse pass never bisects a fall spread over three coarse steps
+    ("mi210", "L2"): 0.07,
 }
 
 
@@ -106,8 +107,7 @@ def test_builtin_profiles_reproduce_their_cards(name):
     for seed in (1, 2):
         prof = dataclasses.replace(load_profile(name), seed=seed)
         det, _ = run_profile(prof)
-        if name != "mi210":
-            assert [lv.name for lv in det.levels] == [lv.name for lv in prof.levels]
+        assert [lv.name for lv in det.levels] == [lv.name for lv in prof.levels]
         for lv in det.levels:
             truth = prof.true_capacity(lv.name)
             if truth:
