@@ -156,6 +156,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
 
 
 SPLIT_OCTAVES = (0.25, 1.3)   # a far half spans from half the level's size to all of it
+SPLIT_ENDS = 0.6              # ... ending an octave past the near half, give or take this (falls' widths)
 
 
 def _far_half(plateaus: list[Plateau]) -> bool:
@@ -165,7 +166,10 @@ def _far_half(plateaus: list[Plateau]) -> bool:
         return False
     a, mid, c = plateaus[:3]
     octaves = _octaves(mid)
-    return SPLIT_OCTAVES[0] <= octaves <= SPLIT_OCTAVES[1] and c.level_log < mid.level_log < a.level_log
+    # ... and the near half fills at half the level's size: the two plateaus end an octave apart
+    apart = math.log2(mid.size_hi_bytes / a.size_hi_bytes)
+    return (SPLIT_OCTAVES[0] <= octaves <= SPLIT_OCTAVES[1] and abs(apart - 1.0) <= SPLIT_ENDS
+            and c.level_log < mid.level_log < a.level_log)
 
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,

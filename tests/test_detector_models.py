@@ -162,3 +162,18 @@ def test_a_small_step_between_two_long_noisy_plateaus_is_two_levels():
     assert [lv.name for lv in det.levels] == ["L1", "L2", "HBM"]
     l2 = next(lv for lv in det.levels if lv.name == "L2")
     assert abs(l2.capacity_bytes / dict(gpu_generator.expected_levels(spec))["L2"] - 1) < 0.1
+
+
+def test_a_far_half_ends_an_octave_past_the_near_half():
+    """A split L2's near half fills at half the level's size, so its far half's plateau ends about
+    an octave past the near half's. A 1.2-octave L3 plateau 4.3x slower that ends two octaves on
+    (simulated physics GPU 59) was taken for a far half, and the L2 read at the L3's size (+97%)."""
+    from detect_caches.detector.analyze_sweep import _far_half
+    from detect_caches.detector.plateaus import Plateau
+
+    def plateau(lo_mib, hi_mib, gbs):
+        return Plateau(0, 1, math.log10(gbs), 0.003, lo_mib * 2 ** 20, hi_mib * 2 ** 20, 10)
+    memory = plateau(146, 314, 10900)
+    assert not _far_half([plateau(1.3, 17.4, 123500), plateau(28.7, 67.5, 29000), memory])
+    # the H200's: near half to ~27 MiB, far half to ~52 MiB at a little over half its speed
+    assert _far_half([plateau(1.3, 27, 8700), plateau(34, 52, 5200), plateau(96, 2048, 4650)])
