@@ -100,18 +100,26 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
     sx, sy = np.log(shared.curve.size_bytes), shared.curve.y
     below = np.interp(np.log(foot), sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])
     nxt = priv.plateaus[k + 1]
-    mid = math.sqrt(nxt.size_lo_bytes * nxt.size_hi_bytes) * float(np.median(
-        priv.curve.footprint_bytes / priv.curve.size_bytes))
+    scale = float(np.median(priv.curve.footprint_bytes / priv.curve.size_bytes))
+    mid = math.sqrt(nxt.size_lo_bytes * nxt.size_hi_bytes) * scale
     offset = nxt.level_log - float(np.interp(math.log(mid), sx, sy, left=shared.plateaus[0].level_log,
                                              right=sy[-1]))
-    if abs(offset) > math.log10(1.3):
+    seen_again = abs(offset) <= math.log10(1.3)
+    if not seen_again:
         offset = 0.0   # the next private plateau is not the shared sweep's level seen again
     old = priv.steps[k]
     sigma = priv.point_sigma or priv.sigma
+    lower = inside_level(priv.curve, nxt, upper=False, sigma=sigma)
+    if seen_again:
+        # the fit's lower speed is the curve below's at its median point (detector.capacity scales
+        # the shape to it): the next plateau's speed moved along that curve from where it was read
+        # (a level further down when the L1 and the L2 fall together, as on an MI300X)
+        read_at = math.log(math.sqrt(nxt.size_lo_bytes * min(nxt.size_hi_bytes, nxt.size_lo_bytes * 4)) * scale)
+        there = float(np.interp(read_at, sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])) + offset
+        lower = (lower[0] - there + float(np.median(below + offset)), lower[1])
     est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
                             below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,
-                            plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma),
-                                      inside_level(priv.curve, nxt, upper=False, sigma=sigma)))
+                            plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma), lower))
     priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 
 

@@ -93,8 +93,10 @@ BUILTIN_TOL = 0.03
 # every other profile and level is held to BUILTIN_TOL on every seed
 KNOWN_MISSES = {
     # L1 only 1.4x faster than the L2 and a pseudo-LRU decline: the decline's start, which places
-    # C, moves 1.4% in bandwidth; the collapse that the data pins is k C with k and C traded
-    ("mi300x", "L1"): 0.9,
+    # C, moves 1.4% in bandwidth, and the sag (a power law) says nothing of C: -2% to +21% over 8
+    # seeds, +11% and -2% on these two (+23% and +27% while the lower speed's prior was the
+    # Infinity Cache's instead of the L2's)
+    ("mi300x", "L1"): 0.15,
     # an L2 only 1.16x faster than the L3 under 1% noise: the hashed models read about 6.4 MiB,
     # an onset model (modulo) 5.3 MiB with a few percent of the evidence; -6% on seed 4, whose
     # coarse pass never bisects a fall spread over three coarse steps
