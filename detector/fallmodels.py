@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from detect_caches.detector.hitmodels import HitModel
+from detect_caches.detector.polish import polish
 
 LN10 = math.log(10.0)
 LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
@@ -120,7 +120,7 @@ class FallWindow:
 
     def residuals(self, h: np.ndarray) -> np.ndarray:
         """One row of hit rates' capped residuals and the plateaus' ridge as two more: what
-        least_squares minimises is then ``rss``'s figure (the polish's inner loop)."""
+        the polish minimises is then ``rss``'s figure (the polish's inner loop)."""
         c1, c2, x2, ok = speeds(h, self.v, self.w, self.u, self.u_mid, self.prior)
         vhat = c1 * h + c2 * x2
         if not (ok and np.all(vhat > 0)):
@@ -231,8 +231,7 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
     try:
         # tolerances of 1e-6: C to a part in a million is far below any run's repeatability
-        res = least_squares(resid, p0, bounds=(lb, ub), method="trf", x_scale="jac", max_nfev=80,
-                            ftol=1e-6, xtol=1e-6)
+        res = polish(resid, p0, lb, ub, max_nfev=80, ftol=1e-6, xtol=1e-6)
     except ValueError:
         return fit
     rss = float(np.sum(res.fun ** 2))
