@@ -45,12 +45,15 @@ def speeds(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, u_mid: fl
     equations are singular or the fit is not a fall (the lower level as fast). ``prior``: (1/B_hi,
     1/B_lo, weight of each) from the plateaus' own points, which hold the speeds there (a ridge on
     each: the fit moves them only as far as the fall's points insist)."""
-    X1, X2 = H, (1.0 - H) * u
-    a11 = (w * X1 * X1).sum(-1)
-    a12 = (w * X1 * X2).sum(-1)
-    a22 = (w * X2 * X2).sum(-1)
-    b1 = (w * X1 * v).sum(-1)
-    b2 = (w * X2 * v).sum(-1)
+    # the weighted sums as products with the weights (one pass over the grid each, no temporaries)
+    G = 1.0 - H
+    wu, wv = w * u, w * v
+    a11 = (H * H) @ w
+    a12 = (H * G) @ wu
+    a22 = (G * G) @ (wu * u)
+    b1 = H @ wv
+    b2 = G @ (wv * u)
+    X2 = G * u
     if prior is not None:
         p1, p2, l1, l2 = prior
         a11, b1 = a11 + l1, b1 + l1 * p1
@@ -76,10 +79,15 @@ def solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndar
     """(rss, 1/B_hi, 1/B_lo) for each row of hit rates ``H``: the capped residual sum of squares
     at the closed-form plateau speeds (inf where the fit is not a fall)."""
     c1, c2, X2, ok = speeds(H, v, w, u, u_mid, prior)
-    vhat = c1[..., None] * H + c2[..., None] * X2
-    ok &= np.all(vhat > 0, axis=-1)
-    e = y + np.log10(np.where(vhat > 0, vhat, 1.0))
-    rss = huber(e, delta).sum(-1)
+    e = c1[..., None] * H
+    e += c2[..., None] * X2                  # the fitted inverse bandwidths, then their residuals
+    positive = e > 0
+    ok &= np.all(positive, axis=-1)
+    np.copyto(e, 1.0, where=~positive)
+    np.log10(e, out=e)
+    e += y
+    np.square(e, out=e)
+    rss = np.minimum(e, delta * delta, out=e).sum(-1)   # huber: capped squares
     if prior is not None:
         r1, r2 = ridge(c1, c2, prior)
         rss = rss + r1 * r1 + r2 * r2
