@@ -80,9 +80,8 @@ def test_random_profiles_found_and_sized(seed):
 
 
 def test_simulated_mi300x_end_to_end(tmp_path):
-    # the simulated MI300X's L1 (a pseudo-LRU decline only 1.4x above the L2) is too uncertain to
-    # compare (confidence below 0.2): the run says so and exits 2 unless the result is accepted
-    assert main(["--simulate", "mi300x", "--quiet", "--out", str(tmp_path / "doubt")]) == 2
+    # the simulated MI300X's L1 (a pseudo-LRU decline only 1.4x above the L2) is uncertain: near
+    # the doubt line (confidence 0.2, tests/test_exit_codes.py), so the result is accepted either way
     assert main(["--simulate", "mi300x", "--quiet", "--accept-incomplete", "--out", str(tmp_path / "mi")]) == 0
     result = json.loads((tmp_path / "mi" / "result.json").read_text())
     by_name = {lv["name"]: lv for lv in result["levels"]}
@@ -91,8 +90,11 @@ def test_simulated_mi300x_end_to_end(tmp_path):
     for name, size in (("L2", 4 * 1024 * KIB), ("Infinity Cache", 256 * 1024 * KIB)):
         lv = by_name[name]
         assert abs(lv["capacity_bytes"] / size - 1) <= 0.03, name
-    # L1 over L2 is 1.4x only (test_capacity_sim.BUILTIN_EXPECT says why the L1 is looser)
-    assert abs(by_name["L1"]["capacity_bytes"] / (32 * KIB) - 1) <= 0.40
+    # L1 over L2 is 1.4x only (test_capacity_sim.KNOWN_MISSES says why the L1 is looser): the
+    # figure within 25%, and its interval, wide, holding the size and saying the doubt
+    l1 = by_name["L1"]
+    assert abs(l1["capacity_bytes"] / (32 * KIB) - 1) <= 0.25
+    assert l1["capacity_low_bytes"] <= 32 * KIB <= l1["capacity_high_bytes"] and l1["confidence"] < 0.5
     assert not any("above its physical ceiling" in w for w in result["warnings"])
     report = (tmp_path / "mi" / "report.md").read_text()
     assert "per XCD" in report and "Infinity Cache" in report
