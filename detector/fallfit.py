@@ -77,9 +77,10 @@ def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: 
             own = math.log(above[0] / f.capacity_bytes) / math.sqrt(12) if above.size else 0.0
         elif f.inv00 is not None and f.inv00 > 0:
             own = sigma * math.sqrt(f.inv00)
-            if own > RESAMPLE_ABOVE and resamples:
+            if own > RESAMPLE_ABOVE and resamples and f.model in BY_MODEL:
                 # a curvature this shallow is a valley of traded parameters (a decline's slope
-                # against its start): what reruns do is read by refitting on fresh noise
+                # against its start): what reruns do is read by refitting on fresh noise (not
+                # the split level's: its curvature is its fine profile's, detector.splitfit)
                 own = min(own, _resampled(win, f, sigma, resamples))
         else:
             own = 0.0

@@ -14,35 +14,56 @@ from detect_caches.detector.hitmodels import HitModel
 SPLIT = HitModel("split", "split level (near and far half)", False,
                  (tuple(np.round(np.geomspace(0.006, 0.08, 9), 5)),))
 SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
+FINE = 41               # C candidates across two grid steps around the grid's best
+WIDTH_STEP = 1.18       # ... at its width and this factor either side (half the width grid's step)
+
+
+def _rss(win: FallWindow, lnc: np.ndarray, s: float):
+    """(rss, coefficients) of the split model at each ln C of ``lnc`` for the width ``s``: the
+    three speeds (near, far, below) solved in closed form at each."""
+    r = np.exp(win.x[None, :] - lnc[:, None])
+    ht = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
+    hn = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+    X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
+    A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
+    b = np.einsum("mni,n,n->mi", X, win.v, win.w)
+    c = np.linalg.solve(A, b[..., None])[..., 0]
+    ok = (c[:, 0] > 0) & (c[:, 1] > SPLIT_APART * c[:, 0]) & (c[:, 2] > SPLIT_APART * c[:, 1])
+    vhat = np.einsum("mni,mi->mn", X, c)
+    ok &= np.all(vhat > 0, axis=-1)
+    e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))
+    return np.where(ok, huber(e, win.delta).sum(-1), np.inf), c
 
 
 def fit_split(win: FallWindow) -> ModelFit | None:
     """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
-    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both)."""
+    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both). The grid's
+    best is refined on a fine grid of C (at its width and the two beside it), whose curvature at
+    the least gives the repeatability."""
     lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
     best_rss = np.full(lnc.size, np.inf)
     best = None
     for (s,) in SPLIT.thetas():
-        r = np.exp(win.x[None, :] - lnc[:, None])
-        ht = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
-        hn = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
-        X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
-        A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
-        b = np.einsum("mni,n,n->mi", X, win.v, win.w)
-        c = np.linalg.solve(A, b[..., None])[..., 0]
-        ok = (c[:, 0] > 0) & (c[:, 1] > SPLIT_APART * c[:, 0]) & (c[:, 2] > SPLIT_APART * c[:, 1])
-        vhat = np.einsum("mni,mi->mn", X, c)
-        ok &= np.all(vhat > 0, axis=-1)
-        e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))
-        rss = np.where(ok, huber(e, win.delta).sum(-1), np.inf)
+        rss, c = _rss(win, lnc, s)
         best_rss = np.minimum(best_rss, rss)
         i = int(np.argmin(rss))
         if np.isfinite(rss[i]) and (best is None or rss[i] < best[0]):
-            best = (float(rss[i]), (float(s),), float(lnc[i]), c[i])
+            best = (float(rss[i]), float(s), float(lnc[i]), c[i])
     if best is None:
         return None
-    rss, theta, c, coef = best
-    fit = ModelFit("split", theta, math.exp(c), rss, -math.log10(coef[0]),
-                   -math.log10(coef[2] * float(np.median(win.u))), profile=(lnc, best_rss))
+    step = lnc[1] - lnc[0]
+    fine = best[2] + np.linspace(-step, step, FINE)
+    inv00 = None
+    for s in (best[1] / WIDTH_STEP, best[1], best[1] * WIDTH_STEP):
+        rss, c = _rss(win, fine, s)
+        i = int(np.argmin(rss))
+        if np.isfinite(rss[i]) and rss[i] <= best[0]:
+            j = min(max(i, 1), fine.size - 2)
+            bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (fine[1] - fine[0]) ** 2 / 2
+            inv00 = 1.0 / bend if np.isfinite(bend) and bend > 0 else None
+            best = (float(rss[i]), float(s), float(fine[i]), c[i])
+    rss, s, c, coef = best
+    fit = ModelFit("split", (s,), math.exp(c), rss, -math.log10(coef[0]),
+                   -math.log10(coef[2] * float(np.median(win.u))), profile=(lnc, best_rss), inv00=inv00)
     fit.far_log = -math.log10(coef[1])
     return fit
