@@ -238,8 +238,8 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
 
     p0 = np.clip(np.asarray(p0, dtype=float), np.asarray(lb) + 1e-9, np.asarray(ub) - 1e-9)
     try:
-        # tolerances of 1e-6: C to a part in a million is far below any run's repeatability
-        res = polish(resid, p0, lb, ub, max_nfev=80, ftol=1e-6, xtol=1e-6)
+        # tolerances of 1e-5: C to ten parts in a million is far below any run's repeatability
+        res = polish(resid, p0, lb, ub, max_nfev=80, ftol=1e-5, xtol=1e-5)
     except ValueError:
         return fit
     rss = float(np.sum(res.fun ** 2))
