@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detect_caches.detector.fallmodels import FallWindow, ModelFit, fit_model, refine, refine_best
+from detect_caches.detector.fallmodels import FallWindow, ModelFit, fit_model, refine, refine_best, ways_around
 from detect_caches.detector.hitmodels import MODELS, crossing_ratio, hit_curve
 from detect_caches.detector.splitfit import SPLIT, fit_split
 
@@ -213,3 +213,16 @@ def describe(fit: FallFit, sizes: np.ndarray) -> dict:
             "width_octaves": math.log2(r20 / r97) if r20 and r97 else 0.0,
             "points_inside": int(inside)}
 
+
+
+def warm() -> None:
+    """Pay a process's first-fit costs ahead (run in a thread while the GPU measures): the random
+    replacement tables for every ways count the fits use (the grid's and its neighbours that
+    refine_ways tries), and one fit of a small synthetic fall through every model."""
+    from detect_caches.detector.hitmodels import _random_ways_table
+    for a0 in BY_MODEL["random_ways"].grids[0]:
+        for a in ways_around(a0):
+            _random_ways_table(float(a))
+    sizes = np.geomspace(1e6, 4e6, 12)
+    y = -np.log10(np.where(sizes < 2e6, 1 / 9000.0, 1 / 4000.0))
+    fit_fall(sizes, y, sigma_point=0.003, split=True, resamples=0)

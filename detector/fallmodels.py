@@ -260,12 +260,16 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
                     -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile, inv00=inv00)
 
 
+def ways_around(a0: float) -> tuple[float, float, float]:
+    """The ways counts refine_ways tries: the grid's and half a grid step either side."""
+    return a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5
+
+
 def refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     """Ways are whole numbers: a fine grid of C around the best, at the best ways and its
     neighbours on the grid."""
-    a0 = fit.theta[0]
     best = fit
-    for a in (a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5):
+    for a in ways_around(fit.theta[0]):
         lnc = math.log(fit.capacity_bytes) + np.linspace(-0.06, 0.06, 41)
         H = model.hit(np.exp(win.x[None, :] - lnc[:, None]), (a,))
         rss, c1, c2 = win.rss(H)

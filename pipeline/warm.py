@@ -1,5 +1,5 @@
-"""Work done in threads while the GPU measures: the analysis and plotting imports, matplotlib's
-fonts, and the plot itself."""
+"""Work done in threads while the GPU measures: the analysis and plotting imports, the fits'
+first-call costs, matplotlib's fonts, and the plot itself."""
 from __future__ import annotations
 
 import threading
@@ -14,6 +14,8 @@ def _warm_up() -> Future:
     def work():
         try:
             import detect_caches.detector.analyze  # noqa: F401  (scipy, ruptures)
+            from detect_caches.detector.fallfit import warm
+            warm()      # the fits' tables and first calls: 0.1 s off the first analysis
             from detect_caches.reports.plot import warm_fonts
             warm_fonts()
             fut.set_result(True)

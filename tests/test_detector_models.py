@@ -200,3 +200,17 @@ def test_a_split_level_is_read_between_its_grid_points_with_a_repeatability():
     fit = fit_split(FallWindow(sizes, y, None, 0.003))
     assert abs(fit.capacity_bytes / truth - 1) < 0.003, fit.capacity_bytes / truth
     assert fit.inv00 is not None and fit.inv00 > 0
+
+
+def test_warm_fills_the_tables_a_run_reads():
+    """The run's warm-up thread (pipeline/warm.py) pays the fits' first-call costs ahead: the
+    random-replacement tables for every ways count the grid and the polish use."""
+    from detect_caches.detector import hitmodels
+    from detect_caches.detector.fallfit import warm
+    hitmodels._random_ways_table.cache_clear()
+    warm()
+    before = hitmodels._random_ways_table.cache_info().misses
+    for a0 in {m.name: m for m in hitmodels.MODELS}["random_ways"].grids[0]:
+        for a in (a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5):     # the grid and what refine_ways tries
+            hitmodels._random_ways_table(float(a))
+    assert hitmodels._random_ways_table.cache_info().misses == before
