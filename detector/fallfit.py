@@ -214,7 +214,6 @@ def describe(fit: FallFit, sizes: np.ndarray) -> dict:
             "points_inside": int(inside)}
 
 
-
 def warm() -> None:
     """Pay a process's first-fit costs ahead (run in a thread while the GPU measures): the random
     replacement tables for every ways count the fits use (the grid's and its neighbours that

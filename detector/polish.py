@@ -53,6 +53,8 @@ def polish(fun: Callable, x0, lb, ub, *, ftol: float = 1e-6, xtol: float = 1e-6,
                 step = np.linalg.solve(A + lam * np.diag(scale), -g)
             except np.linalg.LinAlgError:
                 lam *= 10
+                if lam > 1e10:
+                    return Polished(x, f, J, nfev)
                 continue
             x_new = np.clip(x + step, lb, ub)
             f_new = fun(x_new)
