@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from detect_caches.detector.analyze_sweep import KNOWN_SPEED, analyze_sweep, inside_level
+from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, analyze_sweep, inside_level
 from detect_caches.detector.capacity import estimate_capacity
 from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve
@@ -34,6 +34,7 @@ DEVICE_MODELS = ("lru", "modulo", "random", "hashed", "ways", "random_ways")
 FASTER = 1.15           # a private level this much faster than every device level is per-SM/CU: the
                          # private launch reaches a device level no faster than the shared one does
 SEEN_AGAIN = 1.25        # a private plateau this close in speed to a device level is that level seen again
+INSIDE_SPAN = 2 ** (INSIDE_OCTAVES[1] + 0.5)   # how far past its start inside_level reads a lower plateau
 SAME_FALL = 1.3          # a private fall this close (device-wide bytes) to one of the shared sweep's is
                          # the same device level's
 
@@ -114,7 +115,7 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
         # the fit's lower speed is the curve below's at its median point (detector.capacity scales
         # the shape to it): the next plateau's speed moved along that curve from where it was read
         # (a level further down when the L1 and the L2 fall together, as on an MI300X)
-        read_at = math.log(math.sqrt(nxt.size_lo_bytes * min(nxt.size_hi_bytes, nxt.size_lo_bytes * 4)) * scale)
+        read_at = math.log(math.sqrt(nxt.size_lo_bytes * min(nxt.size_hi_bytes, nxt.size_lo_bytes * INSIDE_SPAN)) * scale)
         there = float(np.interp(read_at, sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])) + offset
         lower = (lower[0] - there + float(np.median(below + offset)), lower[1])
     est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,

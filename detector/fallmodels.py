@@ -260,6 +260,14 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
                     -math.log10(c2[0] * float(np.median(win.u))), profile=fit.profile, inv00=inv00)
 
 
+def profile_inv00(lnc: np.ndarray, rss: np.ndarray, i: int) -> float | None:
+    """The curvature of a fine, evenly spaced profile of ln C at its least (index ``i``), as the
+    polish's inv00: rss ~ least + (d ln C)^2 / inv00; None where it does not curve up."""
+    j = min(max(i, 1), lnc.size - 2)
+    bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (lnc[1] - lnc[0]) ** 2 / 2
+    return 1.0 / bend if np.isfinite(bend) and bend > 0 else None
+
+
 def ways_around(a0: float) -> tuple[float, float, float]:
     """The ways counts refine_ways tries: the grid's and half a grid step either side."""
     return a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5
@@ -275,10 +283,7 @@ def refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
         rss, c1, c2 = win.rss(H)
         i = int(np.argmin(rss))
         if rss[i] < best.rss:
-            # the curvature of the fine profile at its least: rss ~ least + (dlnC)^2 / inv00
-            j = min(max(i, 1), lnc.size - 2)
-            bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (lnc[1] - lnc[0]) ** 2 / 2
             best = ModelFit(model.name, (float(a),), math.exp(lnc[i]), float(rss[i]), -math.log10(c1[i]),
                             -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile,
-                            inv00=1.0 / bend if np.isfinite(bend) and bend > 0 else None)
+                            inv00=profile_inv00(lnc, rss, i))
     return best

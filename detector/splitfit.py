@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from detect_caches.detector.fallmodels import SMOOTH_GRID, FallWindow, ModelFit, huber
+from detect_caches.detector.fallmodels import SMOOTH_GRID, FallWindow, ModelFit, huber, profile_inv00
 from detect_caches.detector.hitmodels import HitModel
 
 # each half of a split level falls within a tenth of its size (hashed sets of many ways): a broad
@@ -58,9 +58,7 @@ def fit_split(win: FallWindow) -> ModelFit | None:
         rss, c = _rss(win, fine, s)
         i = int(np.argmin(rss))
         if np.isfinite(rss[i]) and rss[i] <= best[0]:
-            j = min(max(i, 1), fine.size - 2)
-            bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (fine[1] - fine[0]) ** 2 / 2
-            inv00 = 1.0 / bend if np.isfinite(bend) and bend > 0 else None
+            inv00 = profile_inv00(fine, rss, i)
             best = (float(rss[i]), float(s), float(fine[i]), c[i])
     rss, s, c, coef = best
     fit = ModelFit("split", (s,), math.exp(c), rss, -math.log10(coef[0]),
