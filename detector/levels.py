@@ -67,9 +67,18 @@ class Step:
 
 NEXT_FALL_SIGMAS = 3.0    # a point this many point sigmas under the lower plateau's speed ...
 NEXT_FALL_MIN = math.log10(1.02)   # ... and 2% is slower than that level: the next fall's
+                                   # (over the upper plateau's speed, the previous fall's end)
 KEEP_LOWER_OCTAVES = 0.3  # the lower plateau's first points stay in a fall's fit whatever they read
+                          # (and the upper one's last points)
 STEP_EDGE_OCTAVES = 1.5   # how far into each plateau a fall's fit reaches (its plateau speeds are
                           # fitted with the fall, from points inside the plateaus)
+
+
+def _bin_level(y: np.ndarray, point_bin: np.ndarray, p: Plateau) -> float:
+    """A plateau's speed as the median of its bins' medians: refinement crowds points at its
+    edges, and counted one by one they pull it into the fall beside it."""
+    meds = [np.median(y[point_bin == b]) for b in range(p.first_bin, p.last_bin + 1) if np.any(point_bin == b)]
+    return float(np.median(meds)) if meds else p.level_log
 
 
 @dataclass
@@ -96,9 +105,17 @@ class SweepAnalysis:
         sel = inside & (x >= start * (1 - 1e-9)) & (x <= end * (1 + 1e-9))
         # the lower plateau's last points may already be in the next fall (segmentation puts the
         # boundary a point or two late): slower than the plateau, they would drag its fitted speed
-        below = self.curve.y < lo.level_log - max(NEXT_FALL_SIGMAS * (self.point_sigma or self.sigma), NEXT_FALL_MIN)
+        off = max(NEXT_FALL_SIGMAS * (self.point_sigma or self.sigma), NEXT_FALL_MIN)
+        below = self.curve.y < lo.level_log - off
         for k in np.nonzero(sel)[0][::-1]:
             if not below[k] or x[k] <= lo.size_lo_bytes * 2 ** KEEP_LOWER_OCTAVES:
+                break
+            sel[k] = False
+        # ... and the upper plateau's first points may still be in the previous fall: faster than
+        # it, they would make the fit put a cliff there (a 88 KiB L1 read 29 KiB after a 27 KiB L0)
+        above = self.curve.y > _bin_level(self.curve.y, self.point_bin, hi) + off
+        for k in np.nonzero(sel)[0]:
+            if not above[k] or x[k] >= hi.size_hi_bytes / 2 ** KEEP_LOWER_OCTAVES:
                 break
             sel[k] = False
         return sel

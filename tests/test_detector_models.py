@@ -164,6 +164,23 @@ def test_a_small_step_between_two_long_noisy_plateaus_is_two_levels():
     assert abs(l2.capacity_bytes / dict(gpu_generator.expected_levels(spec))["L2"] - 1) < 0.1
 
 
+def test_a_fall_fit_leaves_out_the_previous_falls_last_points():
+    """Generated GPU 256 (seed 1): an 86 KiB L1 under a 27 KiB L0. Segmentation starts the L1's
+    plateau at 27 KiB, where the L0's fall still runs at up to 1.5x the L1's speed; in the L1's
+    fall window those points made a cliff at 29 KiB the best fit (-66%)."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(256), seed=1)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(gpu_generator.expected_levels(spec))
+    assert [lv.name for lv in det.levels] == list(truth)
+    for lv in det.levels[:3]:
+        assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
+
+
 def test_a_far_half_ends_an_octave_past_the_near_half():
     """A split L2's near half fills at half the level's size, so its far half's plateau ends about
     an octave past the near half's. A 1.2-octave L3 plateau 4.3x slower that ends two octaves on
