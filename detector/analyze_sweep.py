@@ -8,6 +8,8 @@ and the capacity comes from the whole fall.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -172,6 +174,58 @@ def _far_half(plateaus: list[Plateau]) -> bool:
             and c.level_log < mid.level_log < a.level_log)
 
 
+def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, models) -> Step:
+    """The fall between plateaus ``i`` and ``i + 1`` of ``an``, fitted."""
+    curve, hi, lo = an.curve, an.plateaus[i], an.plateaus[i + 1]
+    sel = an.step_points(i)
+    # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
+    # as memory does past a cache); the upper one's edge may already be inside the fall
+    lo_log = local_level(curve.y, an.point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
+    ps = an.point_sigma or an.sigma
+    est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, an.sigma, seed=i,
+                            resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
+                            plateaus=(inside_level(curve, hi, upper=True, sigma=ps),
+                                      inside_level(curve, lo, upper=False, sigma=ps)),
+                            models=models)
+    rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
+    inner = [p for p in an.partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
+    return Step(upper=i, estimate=est, rise=rise, partials=inner)
+
+
+MISFIT = 4.0             # a fall whose best model misses its points by this many point sigmas (rms) ...
+PROMOTE_OCTAVES = 0.5    # ... over a flat plateau this long that stands out from both levels: two falls
+
+
+def _promote_in_misfits(an: SweepAnalysis, fit) -> None:
+    """A fall that no model of one level's fall fits, holding a flat plateau that stands out from
+    the levels on both sides, is two falls: that plateau is a level whose flat stretch is short
+    (a random tail above it and a wide fall of its own eat it). Kept where both new falls fit at
+    least twice as well as the one did."""
+    sigma = an.sigma
+    i = 0
+    while i < len(an.steps):
+        st, hi, lo = an.steps[i], an.plateaus[i], an.plateaus[i + 1]
+        rms = st.estimate.fit_rms_log
+        cands = [p for p in st.partials if rms > MISFIT * (an.point_sigma or sigma)
+                 and _octaves(p) >= PROMOTE_OCTAVES and _stands_out(p, hi) and _stands_out(p, lo)]
+        if not cands:
+            i += 1
+            continue
+        p = max(cands, key=_octaves)
+        old = (list(an.plateaus), list(an.partials), list(an.steps))
+        an.plateaus.insert(i + 1, p)
+        an.partials.remove(p)
+        pair = [fit(i), fit(i + 1)]
+        if max(s.estimate.fit_rms_log for s in pair) < rms / 2:
+            an.steps[i:i + 1] = pair
+            for j in range(i + 2, len(an.steps)):
+                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
+            i += 2
+        else:
+            an.plateaus, an.partials, an.steps = old
+            i += 1
+
+
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
                   known: tuple = (), resamples: int = BOOTSTRAP, split_first: bool = False,
                   models: tuple[str, ...] | None = None) -> SweepAnalysis | None:
@@ -202,30 +256,22 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
                                        sigma)
     if split_first and _far_half(plateaus):
         partials = sorted([*partials, plateaus.pop(1)], key=lambda p: p.first_bin)
-    steps: list[Step] = []
-    usable_until = None
-    an = SweepAnalysis(curve.sweep, curve, plateaus, steps, seg, sigma, None, partials=partials,
+    an = SweepAnalysis(curve.sweep, curve, plateaus, [], seg, sigma, None, partials=partials,
                        point_bin=point_bin, point_sigma=point_sigma(curve.size_bytes, curve.y, sigma))
-    for i in range(len(plateaus) - 1):
-        hi, lo = plateaus[i], plateaus[i + 1]
-        sel = an.step_points(i)
-        # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
-        # as memory does past a cache); the upper one's edge may already be inside the fall
-        lo_log = local_level(curve.y, point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
-        est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, sigma, seed=i,
-                                resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
-                                plateaus=(inside_level(curve, hi, upper=True, sigma=an.point_sigma or sigma),
-                                          inside_level(curve, lo, upper=False, sigma=an.point_sigma or sigma)),
-                                models=models)
-        rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
-        inner = [p for p in partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
-        steps.append(Step(upper=i, estimate=est, rise=rise, partials=inner))
-        if rise and usable_until is None:
-            usable_until = est.onset_bytes
+    fit = functools.partial(_fit_step, an, resamples=resamples, split_first=split_first, models=models)
+    an.steps = [fit(i) for i in range(len(plateaus) - 1)]
+    _promote_in_misfits(an, fit)
+    plateaus, steps = an.plateaus, an.steps
+    usable_until = None
+    for i, st in enumerate(steps):
+        if st.rise:
+            hi, lo = plateaus[i], plateaus[i + 1]
+            usable_until = st.estimate.onset_bytes
             warnings.append(
-                f"the {curve.sweep} sweep's bandwidth rises again past {fmt_bytes(est.onset_bytes)} "
+                f"the {curve.sweep} sweep's bandwidth rises again past {fmt_bytes(usable_until)} "
                 f"({hi.bandwidth_gbs:,.0f} -> {lo.bandwidth_gbs:,.0f} GB/s); no cache makes a larger "
                 f"working set faster, so the points past it are not used for levels")
+            break
     if usable_until is not None:
         keep = next(i for i, s in enumerate(steps) if s.rise)
         an.plateaus, an.steps = plateaus[:keep + 1], steps[:keep]

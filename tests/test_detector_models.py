@@ -181,6 +181,26 @@ def test_a_fall_fit_leaves_out_the_previous_falls_last_points():
         assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
 
 
+def test_a_fall_no_model_fits_around_a_plateau_is_two_falls():
+    """Generated GPU 3 (seed 2): a random-replacement L2 (50 MiB) 3x faster than a 396 MiB L3 whose
+    hashed fall is wide. The L2's tail and the L3's fall leave the L3 under an octave of sloping
+    plateau, a partial; the fall L2 -> memory was read as one (L2 383 MiB, its fit's residual 10
+    point sigmas) and the L3 was lost."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(3), seed=2)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(gpu_generator.expected_levels(spec))
+    assert [lv.name for lv in det.levels] == list(truth)
+    for lv in det.levels[:3]:
+        assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
+    shared = det.sweeps["shared"]
+    assert all(st.estimate.fit_rms_log < 4 * shared.point_sigma for st in shared.steps)
+
+
 def test_a_far_half_ends_an_octave_past_the_near_half():
     """A split L2's near half fills at half the level's size, so its far half's plateau ends about
     an octave past the near half's. A 1.2-octave L3 plateau 4.3x slower that ends two octaves on
