@@ -20,6 +20,8 @@ CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a reso
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
                          # land in changes with each allocation (an H200's L2 spread more over runs
                          # than each run's resampling said)
+POOLED_POINTS = 5        # a plateau's scatter weighs as if this many more points showed the sweep's
+                         # pooled plateau scatter
 
 
 def confidence(an: SweepAnalysis, step_index: int) -> float:
@@ -42,10 +44,21 @@ def confidence(an: SweepAnalysis, step_index: int) -> float:
     return round(float(min(max(c, 0.0), 1.0)), 3)
 
 
+def _pooled_spread(plateaus) -> float:
+    """The scatter of a sweep's plateau points around their plateaus' medians (RMS over points)."""
+    n = sum(p.n_core or p.n_points for p in plateaus)
+    return math.sqrt(sum((p.n_core or p.n_points) * p.spread_log ** 2 for p in plateaus) / n) if n else 0.0
+
+
 def plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: bool) -> Level:
     p = an.plateaus[i]
     spread = p.bandwidth_gbs * (10 ** p.spread_log - 1)
-    sampling = 1.2533 * p.spread_log * math.log(10) / math.sqrt(max(p.n_points, 1))
+    # the median's noise: its points' scatter, drawn toward the sweep's pooled plateau scatter as
+    # if POOLED_POINTS more points had shown that (a MAD of a few points reads small by chance: two
+    # seeds of one simulated GPU then differed by ten times the repeatability they said)
+    n = max(p.n_core or p.n_points, 1)
+    noise = math.sqrt((n * p.spread_log ** 2 + POOLED_POINTS * _pooled_spread(an.plateaus) ** 2) / (n + POOLED_POINTS))
+    sampling = 1.2533 * noise * math.log(10) / math.sqrt(n)
     floor = 0.0 if simulated else BANDWIDTH_FLOOR
     return Level(name=name, scope=scope, bandwidth_gbs=round(p.bandwidth_gbs, 1),
                  bandwidth_spread_gbs=round(spread, 1), sweep=an.sweep,
