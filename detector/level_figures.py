@@ -11,6 +11,7 @@ from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.labels import device_names, documented_bytes, per_cu_names
 from detect_caches.detector.levels import Level, SweepAnalysis
 from detect_caches.detector.shape_rules import capacity_rule
+from detect_caches.detector.plateau_speed import plateau_speed
 from detect_caches.detector.units import fmt_bytes, fmt_bytes_apart
 from detect_caches.device import DeviceFacts
 
@@ -52,15 +53,16 @@ def _pooled_spread(plateaus) -> float:
 
 def plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: bool) -> Level:
     p = an.plateaus[i]
-    spread = p.bandwidth_gbs * (10 ** p.spread_log - 1)
+    level_log, spread_log, n = plateau_speed(an, i)
+    spread = 10 ** level_log * (10 ** spread_log - 1)
     # the median's noise: its points' scatter, drawn toward the sweep's pooled plateau scatter as
     # if POOLED_POINTS more points had shown that (a MAD of a few points reads small by chance: two
     # seeds of one simulated GPU then differed by ten times the repeatability they said)
-    n = max(p.n_core or p.n_points, 1)
-    noise = math.sqrt((n * p.spread_log ** 2 + POOLED_POINTS * _pooled_spread(an.plateaus) ** 2) / (n + POOLED_POINTS))
+    n = max(n, 1)
+    noise = math.sqrt((n * spread_log ** 2 + POOLED_POINTS * _pooled_spread(an.plateaus) ** 2) / (n + POOLED_POINTS))
     sampling = 1.2533 * noise * math.log(10) / math.sqrt(n)
     floor = 0.0 if simulated else BANDWIDTH_FLOOR
-    return Level(name=name, scope=scope, bandwidth_gbs=round(p.bandwidth_gbs, 1),
+    return Level(name=name, scope=scope, bandwidth_gbs=round(10 ** level_log, 1),
                  bandwidth_spread_gbs=round(spread, 1), sweep=an.sweep,
                  confidence=round(float(min(1.0, p.n_points / 6) / (1 + 20 * p.spread_log)), 3),
                  plateau_lo_bytes=float(p.size_lo_bytes), plateau_hi_bytes=float(p.size_hi_bytes),

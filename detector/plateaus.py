@@ -21,7 +21,8 @@ class Plateau:
     size_lo_bytes: float   # smallest and largest raw working set in the core
     size_hi_bytes: float
     n_points: int
-    n_core: int = 0        # the raw points the level and spread are read from (0: n_points)
+    n_core: int = 0        # the raw points the level and spread are read from (0: n_points) ...
+    core_bins: tuple[int, int] | None = None   # ... in these bins (None: first_bin..last_bin)
 
     @property
     def bandwidth_gbs(self) -> float:
@@ -99,5 +100,5 @@ def build_plateaus(ranges: list[list[int]], x: np.ndarray, y: np.ndarray,
         spread = float(1.4826 * np.median(np.abs(ys - med))) if ys.size > 2 else 0.0
         inside = (point_bin >= first) & (point_bin <= last)
         out.append(Plateau(first, last, med, spread, float(2 ** x[inside].min()),
-                           float(2 ** x[inside].max()), int(inside.sum()), int(ys.size)))
+                           float(2 ** x[inside].max()), int(inside.sum()), int(ys.size), (core_first, core_last)))
     return out
