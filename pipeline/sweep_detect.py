@@ -1,5 +1,6 @@
-"""The sweeps and their analysis, refined once where a capacity's interval stayed wide: the
-measuring run's path (pipeline.api) and the simulated accuracy checks (benchmarks, tests)."""
+"""The sweeps and their analysis, refined where a capacity's interval stayed wide (a second
+round where it is still very wide): the measuring run's path (pipeline.api) and the simulated
+accuracy checks (benchmarks, tests)."""
 from __future__ import annotations
 
 import time
@@ -8,14 +9,13 @@ from detect_caches.pipeline.cli_log import get as _logger
 
 LOG = _logger("api")   # -v: each step on stderr (pipeline.cli_log)
 REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
-REFINE_ROUNDS = 1
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     """The sweeps, the analysis, then more points inside each capacity interval the analysis left
-    wide and the analysis again: (session, detection, analysis seconds). ``before_detect`` runs
+    wide and the analysis again, twice at most: (session, detection, analysis seconds). ``before_detect`` runs
     once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
-    from detect_caches.detector.analyze import detect_levels, uncertain_falls
+    from detect_caches.detector.analyze import STILL_UNCERTAIN, UNCERTAIN, detect_levels, uncertain_falls
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
@@ -27,9 +27,11 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
              ", ".join(lv.name for lv in detection.levels), seconds)
-    for _ in range(REFINE_ROUNDS):
+    # a second round where an interval is still wide at the sizes the refined analysis names: on
+    # noisy, low-ratio falls it is where the first round's points moved the fall
+    for wider_than in (UNCERTAIN, STILL_UNCERTAIN):
         budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
-        requests = uncertain_falls(detection)
+        requests = uncertain_falls(detection, wider_than=wider_than)
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))

@@ -201,6 +201,46 @@ def test_a_fall_no_model_fits_around_a_plateau_is_two_falls():
     assert all(st.estimate.fit_rms_log < 4 * shared.point_sigma for st in shared.steps)
 
 
+def test_a_short_level_one_fall_fits_through_at_the_noise_is_that_falls_partial_hits():
+    """Generated GPU 263 (seed 2): the L1's cliff falls onto partial hits that fade over an octave.
+    With a second refining round the tail's 0.9 octave passed for flat against the binned noise
+    and became a level (L0 52 KiB, L1 91 KiB); one cliff-and-tail fall fits through it at the
+    points' noise."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(263), seed=2)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(gpu_generator.expected_levels(spec))
+    assert [lv.name for lv in det.levels] == list(truth)
+    for lv in det.levels[:3]:
+        assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
+
+
+def test_a_fall_still_wide_after_one_round_is_measured_again(monkeypatch):
+    """Generated GPU 26 (seed 2): an L2 1.2x faster than memory under 2.9% noise, a random tail.
+    After the first round of points inside its interval it still spanned -12% to +54%; a second
+    round at the sizes the refined analysis names reads it within 5% (+24% without)."""
+    import gpu_generator
+    import detect_caches.detector.analyze as analyze
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(26), seed=2)
+    truth = dict(gpu_generator.expected_levels(spec))["L2"]
+
+    def l2_error():
+        _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None),
+                                     SessionOptions(peak_budget=0))
+        return abs(next(lv for lv in det.levels if lv.name == "L2").capacity_bytes / truth - 1)
+    assert l2_error() < 0.05
+    monkeypatch.setattr(analyze, "STILL_UNCERTAIN", 100.0)     # no second round
+    assert l2_error() > 0.1
+
+
 def test_a_far_half_ends_an_octave_past_the_near_half():
     """A split L2's near half fills at half the level's size, so its far half's plateau ends about
     an octave past the near half's. A 1.2-octave L3 plateau 4.3x slower that ends two octaves on
