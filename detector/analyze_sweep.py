@@ -8,7 +8,6 @@ and the capacity comes from the whole fall.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -17,7 +16,8 @@ import numpy as np
 from detect_caches.detector.capacity import BOOTSTRAP, estimate_capacity
 from detect_caches.detector.curve import Curve, binned, point_sigma, robust_sigma
 from detect_caches.detector.levels import Step, SweepAnalysis
-from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments
+from detect_caches.detector.fall_levels import demote_fitted_through, promote_in_misfits
+from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments, stands_out
 from detect_caches.detector.segment import segment
 from detect_caches.detector.units import fmt_bytes
 
@@ -27,14 +27,9 @@ DISTINCT_SPREADS = 2.5     # two long plateaus closer than this many pooled spre
 ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, however noisy
 LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
 KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
-FLAT_SPREADS = 3.0         # a level between two others steps by this many of its own spreads
 FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
 FLAT_BINS = 4                   # ... over this many of its bins
 EDGE_JUMP = 2.0                 # ... less an edge bin this many sigmas off its neighbour
-
-
-def _octaves(p: Plateau) -> float:
-    return math.log2(p.size_hi_bytes / p.size_lo_bytes)
 
 
 def _distinct(a: Plateau, b: Plateau) -> bool:
@@ -74,12 +69,6 @@ def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float) -> tupl
     if ys.size < 3:
         return p.level_log, max(p.spread_log, sigma, 0.003) * 2
     return float(np.median(ys)), max(1.2533 * sigma / math.sqrt(ys.size), INSIDE_SIGMA)
-
-
-def _stands_out(p: Plateau, neighbour: Plateau) -> bool:
-    """A plateau between two others is a level only if it is flat against its steps (a short,
-    scattered run of points between two levels is part of the fall)."""
-    return abs(p.level_log - neighbour.level_log) >= max(MIN_LEVEL_STEP, FLAT_SPREADS * p.spread_log)
 
 
 def _drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
@@ -127,7 +116,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
     i = 0
     while i < len(plats) - 1:
         a, b = plats[i], plats[i + 1]
-        if min(_octaves(a), _octaves(b)) >= min_octaves and not _distinct(a, b):
+        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b):
             plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
             continue
         i += 1
@@ -138,7 +127,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
             seen.add(k)
         # a level holds its speed; a tail of partial hits or a pseudo-LRU sag slopes all along
         flat = _flattest(p, y, point_bin, sigma) < max(FLAT_DRIFT, 3 * sigma) if 0 < k < len(plats) - 1 else True
-        if k in (0, len(plats) - 1) or k in seen or (_octaves(p) >= min_octaves and flat):
+        if k in (0, len(plats) - 1) or k in seen or (p.octaves >= min_octaves and flat):
             long.append(k)
     # a long plateau is a level when it stands out against the levels beside it (a short run of
     # partial hits between them, the shoulder of a random tail, says nothing about it)
@@ -147,8 +136,8 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
         changed = False
         for j in range(1, len(long) - 1):
             k = long[j]
-            if k not in seen and not (_stands_out(plats[k], plats[long[j - 1]])
-                                      and _stands_out(plats[k], plats[long[j + 1]])):
+            if k not in seen and not (stands_out(plats[k], plats[long[j - 1]])
+                                      and stands_out(plats[k], plats[long[j + 1]])):
                 del long[j]
                 changed = True
                 break
@@ -167,7 +156,7 @@ def _far_half(plateaus: list[Plateau]) -> bool:
     if len(plateaus) < 3:
         return False
     a, mid, c = plateaus[:3]
-    octaves = _octaves(mid)
+    octaves = mid.octaves
     # ... and the near half fills at half the level's size: the two plateaus end an octave apart
     apart = math.log2(mid.size_hi_bytes / a.size_hi_bytes)
     return (SPLIT_OCTAVES[0] <= octaves <= SPLIT_OCTAVES[1] and abs(apart - 1.0) <= SPLIT_ENDS
@@ -190,73 +179,6 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
     rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
     inner = [p for p in an.partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
     return Step(upper=i, estimate=est, rise=rise, partials=inner)
-
-
-MISFIT = 4.0             # a fall whose best model misses its points by this many point sigmas (rms) ...
-PROMOTE_OCTAVES = 0.5    # ... over a flat plateau this long that stands out from both levels: two falls
-
-
-def _promote_in_misfits(an: SweepAnalysis, fit) -> None:
-    """A fall that no model of one level's fall fits, holding a flat plateau that stands out from
-    the levels on both sides, is two falls: that plateau is a level whose flat stretch is short
-    (a random tail above it and a wide fall of its own eat it). Kept where both new falls fit at
-    least twice as well as the one did."""
-    sigma = an.sigma
-    i = 0
-    while i < len(an.steps):
-        st, hi, lo = an.steps[i], an.plateaus[i], an.plateaus[i + 1]
-        rms = st.estimate.fit_rms_log
-        cands = [p for p in st.partials if rms > MISFIT * (an.point_sigma or sigma)
-                 and _octaves(p) >= PROMOTE_OCTAVES and _stands_out(p, hi) and _stands_out(p, lo)]
-        if not cands:
-            i += 1
-            continue
-        p = max(cands, key=_octaves)
-        old = (list(an.plateaus), list(an.partials), list(an.steps))
-        an.plateaus.insert(i + 1, p)
-        an.partials.remove(p)
-        pair = [fit(i), fit(i + 1)]
-        if max(s.estimate.fit_rms_log for s in pair) < rms / 2:
-            an.steps[i:i + 1] = pair
-            for j in range(i + 2, len(an.steps)):
-                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
-            i += 2
-        else:
-            an.plateaus, an.partials, an.steps = old
-            i += 1
-
-
-DEMOTE_OCTAVES = 1.5   # a middle level shorter than this ...
-THROUGH = 1.5          # ... that one fall fits through as well as (times this) the two beside it ...
-AT_NOISE = 2.0         # ... and within this many point sigmas (rms) is part of that fall
-
-
-def _demote_fitted_through(an: SweepAnalysis, fit) -> None:
-    """A short middle level that one model's fall fits through, from the level above to the level
-    below, as well as the two falls beside it fit and at the points' noise, is partial hits of that
-    fall (a cliff's tail whose slope the binned noise hid), not a level: a second refining round
-    made generated GPU 263's L1 tail (0.9 octave) a level and the L1 an L0. A plateau that one
-    fall fits only to 3 point sigmas (the MI210 table's 4.2 TB/s from 8 to 15 MiB) stays."""
-    i = 1
-    while i < len(an.plateaus) - 1:
-        p = an.plateaus[i]
-        if _octaves(p) >= DEMOTE_OCTAVES or i >= len(an.steps) or an.steps[i].rise or an.steps[i - 1].rise:
-            i += 1
-            continue
-        beside = max(an.steps[i - 1].estimate.fit_rms_log, an.steps[i].estimate.fit_rms_log,
-                     an.point_sigma or an.sigma)
-        old = (list(an.plateaus), list(an.partials), list(an.steps))
-        an.plateaus.pop(i)
-        an.partials = sorted([*an.partials, p], key=lambda q: q.first_bin)
-        merged = fit(i - 1)
-        rms = merged.estimate.fit_rms_log
-        if rms <= THROUGH * beside and rms <= AT_NOISE * (an.point_sigma or an.sigma):
-            an.steps[i - 1:i + 1] = [merged]
-            for j in range(i, len(an.steps)):
-                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
-        else:
-            an.plateaus, an.partials, an.steps = old
-            i += 1
 
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
@@ -293,8 +215,8 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
                        point_bin=point_bin, point_sigma=point_sigma(curve.size_bytes, curve.y, sigma))
     fit = functools.partial(_fit_step, an, resamples=resamples, split_first=split_first, models=models)
     an.steps = [fit(i) for i in range(len(plateaus) - 1)]
-    _promote_in_misfits(an, fit)
-    _demote_fitted_through(an, fit)
+    promote_in_misfits(an, fit)
+    demote_fitted_through(an, fit)
     plateaus, steps = an.plateaus, an.steps
     usable_until = None
     for i, st in enumerate(steps):

@@ -28,6 +28,19 @@ class Plateau:
     def bandwidth_gbs(self) -> float:
         return float(10 ** self.level_log)
 
+    @property
+    def octaves(self) -> float:
+        return math.log2(self.size_hi_bytes / self.size_lo_bytes)
+
+
+FLAT_SPREADS = 3.0   # a level between two others steps by this many of its own spreads
+
+
+def stands_out(p: Plateau, neighbour: Plateau) -> bool:
+    """A plateau between two others is a level only if it is flat against its steps (a short,
+    scattered run of points between two levels is part of the fall)."""
+    return abs(p.level_log - neighbour.level_log) >= max(MIN_LEVEL_STEP, FLAT_SPREADS * p.spread_log)
+
 
 def _segments(n_bins: int, bkps: list[int]) -> list[list[int]]:
     edges = [0, *bkps, n_bins]

@@ -1,0 +1,76 @@
+"""Levels checked against the falls fitted beside them: a fall no model of one level's fall fits,
+around a partial plateau that stands out, is two falls; a short level that one fall fits through
+at the points' noise is that fall's partial hits. Used by detector.analyze_sweep once its falls
+are fitted; ``fit(i)`` fits the fall below plateau ``i`` of the sweep as it then stands."""
+from __future__ import annotations
+
+import dataclasses
+
+from detect_caches.detector.levels import SweepAnalysis
+from detect_caches.detector.plateaus import stands_out
+
+MISFIT = 4.0             # a fall whose best model misses its points by this many point sigmas (rms) ...
+PROMOTE_OCTAVES = 0.5    # ... around a partial plateau this long that stands out from both levels: two falls
+
+
+def promote_in_misfits(an: SweepAnalysis, fit) -> None:
+    """A fall that no model of one level's fall fits, holding a partial plateau that stands out
+    from the levels on both sides, is two falls: that plateau is a level whose flat stretch is
+    short (a random tail above it and a wide fall of its own eat it and make it slope). Kept where both new falls fit at
+    least twice as well as the one did."""
+    sigma = an.sigma
+    i = 0
+    while i < len(an.steps):
+        st, hi, lo = an.steps[i], an.plateaus[i], an.plateaus[i + 1]
+        rms = st.estimate.fit_rms_log
+        cands = [p for p in st.partials if rms > MISFIT * (an.point_sigma or sigma)
+                 and p.octaves >= PROMOTE_OCTAVES and stands_out(p, hi) and stands_out(p, lo)]
+        if not cands:
+            i += 1
+            continue
+        p = max(cands, key=lambda q: q.octaves)
+        old = (list(an.plateaus), list(an.partials), list(an.steps))
+        an.plateaus.insert(i + 1, p)
+        an.partials.remove(p)
+        pair = [fit(i), fit(i + 1)]
+        if max(s.estimate.fit_rms_log for s in pair) < rms / 2:
+            an.steps[i:i + 1] = pair
+            for j in range(i + 2, len(an.steps)):
+                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
+            i += 2
+        else:
+            an.plateaus, an.partials, an.steps = old
+            i += 1
+
+
+DEMOTE_OCTAVES = 1.5   # a middle level shorter than this ...
+THROUGH = 1.5          # ... that one fall fits through as well as (times this) the two beside it ...
+AT_NOISE = 2.0         # ... and within this many point sigmas (rms) is part of that fall
+
+
+def demote_fitted_through(an: SweepAnalysis, fit) -> None:
+    """A short middle level that one model's fall fits through, from the level above to the level
+    below, as well as the two falls beside it fit and at the points' noise, is partial hits of that
+    fall (a cliff's tail whose slope the binned noise hid), not a level: a second refining round
+    made generated GPU 263's L1 tail (0.9 octave) a level and the L1 an L0. A plateau that one
+    fall fits only to 3 point sigmas (the MI210 table's 4.2 TB/s from 8 to 15 MiB) stays."""
+    i = 1
+    while i < len(an.plateaus) - 1:
+        p = an.plateaus[i]
+        if p.octaves >= DEMOTE_OCTAVES or i >= len(an.steps) or an.steps[i].rise or an.steps[i - 1].rise:
+            i += 1
+            continue
+        beside = max(an.steps[i - 1].estimate.fit_rms_log, an.steps[i].estimate.fit_rms_log,
+                     an.point_sigma or an.sigma)
+        old = (list(an.plateaus), list(an.partials), list(an.steps))
+        an.plateaus.pop(i)
+        an.partials = sorted([*an.partials, p], key=lambda q: q.first_bin)
+        merged = fit(i - 1)
+        rms = merged.estimate.fit_rms_log
+        if rms <= THROUGH * beside and rms <= AT_NOISE * (an.point_sigma or an.sigma):
+            an.steps[i - 1:i + 1] = [merged]
+            for j in range(i, len(an.steps)):
+                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
+        else:
+            an.plateaus, an.partials, an.steps = old
+            i += 1
