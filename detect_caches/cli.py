@@ -92,6 +92,18 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _from_interrupt(exc: BaseException) -> bool:
+    """Did a Ctrl-C cause ``exc``? Python wraps one that lands while a class is being built (a
+    dataclass field's __set_name__, during an import) in a RuntimeError."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 ok, 1 drift (and nothing else), 2 any failure, with one line on stderr."""
     from detect_caches.pipeline import console
@@ -127,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                f"that name in the working folder or on PYTHONPATH?", err=True)
         return EXIT_ERROR
     except Exception as exc:               # never a traceback on the terminal, never exit 1
+        if _from_interrupt(exc):
+            _print("detect-caches: interrupted", err=True)
+            return EXIT_ERROR
         try:
             saved = _save_traceback(exc)
         except OSError:
