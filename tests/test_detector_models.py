@@ -148,6 +148,19 @@ def test_a_random_tail_places_its_capacity_between_measured_sizes():
     assert est.low_bytes <= cap <= est.high_bytes
 
 
+def _generated(k: int, *, seed: int):
+    """Generated GPU ``k`` (tests/gpu_generator.py) through the simulated run's sweeps and analysis:
+    (detection, {level name: true capacity})."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(k), seed=seed)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    return det, dict(gpu_generator.expected_levels(spec))
+
+
 def test_a_small_step_between_two_long_noisy_plateaus_is_two_levels():
     """Generated GPU 26 (seed 3): an L2 1.21x faster than memory under 3% noise. Pelt finds the
     step; one bin's 5 sigma (6.5%) merged the two 20-bin plateaus back into one and the L2 was
@@ -155,16 +168,10 @@ def test_a_small_step_between_two_long_noisy_plateaus_is_two_levels():
     noise-limited (a random tail onto a level 1.2x slower): it reads +10.9% with the second
     refining round (under 10% with one), and says so: its interval holds the truth, its
     repeatability is 14%."""
-    import gpu_generator
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    spec = dict(gpu_generator.draw_gpu(26), seed=3)
-    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    det, truths = _generated(26, seed=3)
     assert [lv.name for lv in det.levels] == ["L1", "L2", "HBM"]
     l2 = next(lv for lv in det.levels if lv.name == "L2")
-    truth = dict(gpu_generator.expected_levels(spec))["L2"]
+    truth = truths["L2"]
     assert l2.capacity_low_bytes <= truth <= l2.capacity_high_bytes
     assert abs(l2.capacity_bytes / truth - 1) < max(0.1, l2.capacity_repeatability)
 
@@ -173,14 +180,7 @@ def test_a_fall_fit_leaves_out_the_previous_falls_last_points():
     """Generated GPU 256 (seed 1): an 86 KiB L1 under a 27 KiB L0. Segmentation starts the L1's
     plateau at 27 KiB, where the L0's fall still runs at up to 1.5x the L1's speed; in the L1's
     fall window those points made a cliff at 29 KiB the best fit (-66%)."""
-    import gpu_generator
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    spec = dict(gpu_generator.draw_gpu(256), seed=1)
-    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
-    truth = dict(gpu_generator.expected_levels(spec))
+    det, truth = _generated(256, seed=1)
     assert [lv.name for lv in det.levels] == list(truth)
     for lv in det.levels[:3]:
         assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
@@ -191,14 +191,7 @@ def test_a_fall_no_model_fits_around_a_plateau_is_two_falls():
     hashed fall is wide. The L2's tail and the L3's fall leave the L3 under an octave of sloping
     plateau, a partial; the fall L2 -> memory was read as one (L2 383 MiB, its fit's residual 10
     point sigmas) and the L3 was lost."""
-    import gpu_generator
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    spec = dict(gpu_generator.draw_gpu(3), seed=2)
-    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
-    truth = dict(gpu_generator.expected_levels(spec))
+    det, truth = _generated(3, seed=2)
     assert [lv.name for lv in det.levels] == list(truth)
     for lv in det.levels[:3]:
         assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
@@ -211,14 +204,7 @@ def test_a_short_level_one_fall_fits_through_at_the_noise_is_that_falls_partial_
     With a second refining round the tail's 0.9 octave passed for flat against the binned noise
     and became a level (L0 52 KiB, L1 91 KiB); one cliff-and-tail fall fits through it at the
     points' noise."""
-    import gpu_generator
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    spec = dict(gpu_generator.draw_gpu(263), seed=2)
-    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
-    truth = dict(gpu_generator.expected_levels(spec))
+    det, truth = _generated(263, seed=2)
     assert [lv.name for lv in det.levels] == list(truth)
     for lv in det.levels[:3]:
         assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
@@ -228,19 +214,11 @@ def test_a_fall_still_wide_after_one_round_is_measured_again(monkeypatch):
     """Generated GPU 26 (seed 2): an L2 1.2x faster than memory under 2.9% noise, a random tail.
     After the first round of points inside its interval it still spanned -12% to +54%; a second
     round at the sizes the refined analysis names reads it within 5% (+24% without)."""
-    import gpu_generator
     import detect_caches.detector.analyze as analyze
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    spec = dict(gpu_generator.draw_gpu(26), seed=2)
-    truth = dict(gpu_generator.expected_levels(spec))["L2"]
 
     def l2_error():
-        _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None),
-                                     SessionOptions(peak_budget=0))
-        return abs(next(lv for lv in det.levels if lv.name == "L2").capacity_bytes / truth - 1)
+        det, truth = _generated(26, seed=2)
+        return abs(next(lv for lv in det.levels if lv.name == "L2").capacity_bytes / truth["L2"] - 1)
     assert l2_error() < 0.05
     monkeypatch.setattr(analyze, "STILL_UNCERTAIN", 100.0)     # no second round
     assert l2_error() > 0.1
