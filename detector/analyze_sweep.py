@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from detect_caches.detector.capacity import BOOTSTRAP, estimate_capacity
-from detect_caches.detector.curve import Curve, binned, point_sigma, robust_sigma
+from detect_caches.detector.curve import Curve, binned, local_level, point_sigma, robust_sigma
 from detect_caches.detector.levels import Step, SweepAnalysis
 from detect_caches.detector.fall_levels import demote_fitted_through, promote_in_misfits
 from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments, stands_out
@@ -36,17 +36,6 @@ def _distinct(a: Plateau, b: Plateau) -> bool:
     step = abs(a.level_log - b.level_log)
     need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a.spread_log, b.spread_log))
     return step >= min(need, ALWAYS_DISTINCT)
-
-
-def local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, default: float) -> float:
-    """Median over bins ``first..last`` of each bin's median log bandwidth (the plateau's default
-    when fewer than three points). Bins, not points: the refinement crowds points at the end of
-    the fall above, and counted one by one they pulled the level up into the fall (a simulated
-    210 MiB cache read 3% small)."""
-    sel = (point_bin >= first) & (point_bin <= last)
-    if np.count_nonzero(sel) < 3:
-        return default
-    return float(np.median([np.median(y[sel & (point_bin == b)]) for b in np.unique(point_bin[sel])]))
 
 
 INSIDE_OCTAVES = (0.3, 1.5)   # a plateau's own points: at least this far from the fall, within this

@@ -109,3 +109,14 @@ def point_sigma(size_bytes: np.ndarray, y: np.ndarray, fallback: float) -> float
     if d.size < 8:
         return fallback
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+
+
+def local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, default: float) -> float:
+    """Median over bins ``first..last`` of each bin's median log bandwidth (the plateau's default
+    when fewer than three points). Bins, not points: the refinement crowds points at the end of
+    the fall above, and counted one by one they pulled the level up into the fall (a simulated
+    210 MiB cache read 3% small)."""
+    sel = (point_bin >= first) & (point_bin <= last)
+    if np.count_nonzero(sel) < 3:
+        return default
+    return float(np.median([np.median(y[sel & (point_bin == b)]) for b in np.unique(point_bin[sel])]))

@@ -16,8 +16,8 @@ PROMOTE_OCTAVES = 0.5    # ... around a partial plateau this long that stands ou
 def promote_in_misfits(an: SweepAnalysis, fit) -> None:
     """A fall that no model of one level's fall fits, holding a partial plateau that stands out
     from the levels on both sides, is two falls: that plateau is a level whose flat stretch is
-    short (a random tail above it and a wide fall of its own eat it and make it slope). Kept where both new falls fit at
-    least twice as well as the one did."""
+    short (a random tail above it and a wide fall of its own eat it and make it slope). Kept
+    where both new falls fit at least twice as well as the one did."""
     sigma = an.sigma
     i = 0
     while i < len(an.steps):

@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from detect_caches.detector.analyze_sweep import analyze_sweep, local_level
+from detect_caches.detector.analyze_sweep import analyze_sweep
+from detect_caches.detector.curve import local_level
 from detect_caches.detector.curve import NOISY_FLAGS, build_curve
 from detect_caches.detector.memo import analyze
 from detect_caches.detector.levels import Level, SweepAnalysis

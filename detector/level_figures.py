@@ -10,8 +10,8 @@ import numpy as np
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.labels import device_names, documented_bytes, per_cu_names
 from detect_caches.detector.levels import Level, SweepAnalysis
-from detect_caches.detector.shape_rules import capacity_rule
 from detect_caches.detector.plateau_speed import plateau_speed
+from detect_caches.detector.shape_rules import capacity_rule
 from detect_caches.detector.units import fmt_bytes, fmt_bytes_apart
 from detect_caches.device import DeviceFacts
 

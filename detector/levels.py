@@ -8,7 +8,7 @@ import numpy as np
 
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.plateaus import Plateau
-from detect_caches.detector.curve import Curve
+from detect_caches.detector.curve import Curve, local_level
 from detect_caches.detector.segment import Segmentation
 
 
@@ -74,13 +74,6 @@ STEP_EDGE_OCTAVES = 1.5   # how far into each plateau a fall's fit reaches (its 
                           # fitted with the fall, from points inside the plateaus)
 
 
-def _bin_level(y: np.ndarray, point_bin: np.ndarray, p: Plateau) -> float:
-    """A plateau's speed as the median of its bins' medians: refinement crowds points at its
-    edges, and counted one by one they pull it into the fall beside it."""
-    meds = [np.median(y[point_bin == b]) for b in range(p.first_bin, p.last_bin + 1) if np.any(point_bin == b)]
-    return float(np.median(meds)) if meds else p.level_log
-
-
 @dataclass
 class SweepAnalysis:
     sweep: str
@@ -112,8 +105,9 @@ class SweepAnalysis:
                 break
             sel[k] = False
         # ... and the upper plateau's first points may still be in the previous fall: faster than
-        # it, they would make the fit put a cliff there (a 88 KiB L1 read 29 KiB after a 27 KiB L0)
-        above = self.curve.y > _bin_level(self.curve.y, self.point_bin, hi) + off
+        # it, they would make the fit put a cliff there (an 86 KiB L1 read 29 KiB after a 27 KiB L0)
+        upper = local_level(self.curve.y, self.point_bin, hi.first_bin, hi.last_bin, hi.level_log)
+        above = self.curve.y > upper + off
         for k in np.nonzero(sel)[0]:
             if not above[k] or x[k] >= hi.size_hi_bytes / 2 ** KEEP_LOWER_OCTAVES:
                 break

@@ -13,8 +13,9 @@ REFINE_BUDGET = 48   # measurements each round for the capacities the analysis l
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     """The sweeps, the analysis, then more points inside each capacity interval the analysis left
-    wide and the analysis again, twice at most: (session, detection, analysis seconds). ``before_detect`` runs
-    once the sweeps are done (the latency sweep: its points are analysed with the rest)."""
+    wide and the analysis again, twice at most: (session, detection, analysis seconds).
+    ``before_detect`` runs once the sweeps are done (the latency sweep: its points are analysed
+    with the rest)."""
     from detect_caches.detector.analyze import STILL_UNCERTAIN, UNCERTAIN, detect_levels, uncertain_falls
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import characterize as sweep, refine_intervals
