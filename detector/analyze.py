@@ -195,14 +195,17 @@ def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -
 
 
 UNCERTAIN = 1.04     # a capacity whose interval spans more than this factor either way is measured again
-STILL_UNCERTAIN = 1.10   # ... and once more where it still spans this much (a noisy, low-ratio fall)
+STILL_UNCERTAIN = 1.10   # ... and once more where it still spans this much ...
+STILL_NOISY = 0.04       # ... and a rerun would move it this much: noise limits it (a noisy, low-ratio
+                         # fall), not the fall's shape (an H200's L1: an aliasing dip under its cliff)
 REFINE_SIZES = 6     # sizes measured again per uncertain capacity
 
 
-def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN) -> list[tuple[str, list[float]]]:
+def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
+                    noisier_than: float = 0.0) -> list[tuple[str, list[float]]]:
     """(sweep, sizes in that sweep's x units) for each level fall whose capacity interval is still
-    wider than ``wider_than`` either way: sizes spread over the interval, for
-    measure.session.refine_intervals."""
+    wider than ``wider_than`` either way and whose repeatability is at least ``noisier_than``:
+    sizes spread over the interval, for measure.session.refine_intervals."""
     out = []
     for name in ("private", "shared"):
         an = detection.sweeps.get(name)
@@ -211,7 +214,7 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN) -> l
         for st in an.steps:
             e = st.estimate
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than
-            if wide:
+            if wide and e.repeatability >= noisier_than:
                 # most where the fall begins (what places a decline's or a tail's start), two past it
                 top = min(e.high_bytes, e.capacity_bytes * 1.3)
                 xs = list(np.geomspace(e.low_bytes, top, REFINE_SIZES + 2)[1:-1])

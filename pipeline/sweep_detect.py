@@ -16,7 +16,8 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     wide and the analysis again, twice at most: (session, detection, analysis seconds).
     ``before_detect`` runs once the sweeps are done (the latency sweep: its points are analysed
     with the rest)."""
-    from detect_caches.detector.analyze import STILL_UNCERTAIN, UNCERTAIN, detect_levels, uncertain_falls
+    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, detect_levels,
+                                                uncertain_falls)
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
@@ -28,11 +29,12 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
              ", ".join(lv.name for lv in detection.levels), seconds)
-    # a second round where an interval is still wide at the sizes the refined analysis names: on
-    # noisy, low-ratio falls it is where the first round's points moved the fall
-    for wider_than in (UNCERTAIN, STILL_UNCERTAIN):
+    # a second round where an interval is still wide and noise is what keeps it wide, at the sizes
+    # the refined analysis names: on noisy, low-ratio falls it is where the first round's points
+    # moved the fall (an H200's L1, wide from its aliasing dip, gained nothing but a pass)
+    for wider_than, noisier_than in ((UNCERTAIN, 0.0), (STILL_UNCERTAIN, STILL_NOISY)):
         budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
-        requests = uncertain_falls(detection, wider_than=wider_than)
+        requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than)
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
