@@ -13,6 +13,13 @@ MISFIT = 4.0             # a fall whose best model misses its points by this man
 PROMOTE_OCTAVES = 0.5    # ... around a partial plateau this long that stands out from both levels: two falls
 
 
+def _renumber(an: SweepAnalysis, start: int) -> None:
+    """Steps ``start..`` fall below the plateau of their own index again (a plateau was added or
+    taken before them)."""
+    for j in range(start, len(an.steps)):
+        an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
+
+
 def promote_in_misfits(an: SweepAnalysis, fit) -> None:
     """A fall that no model of one level's fall fits, holding a partial plateau that stands out
     from the levels on both sides, is two falls: that plateau is a level whose flat stretch is
@@ -35,8 +42,7 @@ def promote_in_misfits(an: SweepAnalysis, fit) -> None:
         pair = [fit(i), fit(i + 1)]
         if max(s.estimate.fit_rms_log for s in pair) < rms / 2:
             an.steps[i:i + 1] = pair
-            for j in range(i + 2, len(an.steps)):
-                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
+            _renumber(an, i + 2)
             i += 2
         else:
             an.plateaus, an.partials, an.steps = old
@@ -69,8 +75,7 @@ def demote_fitted_through(an: SweepAnalysis, fit) -> None:
         rms = merged.estimate.fit_rms_log
         if rms <= THROUGH * beside and rms <= AT_NOISE * (an.point_sigma or an.sigma):
             an.steps[i - 1:i + 1] = [merged]
-            for j in range(i, len(an.steps)):
-                an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
+            _renumber(an, i)
         else:
             an.plateaus, an.partials, an.steps = old
             i += 1

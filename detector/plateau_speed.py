@@ -19,10 +19,9 @@ def _lift(an: SweepAnalysis, i: int, sizes: np.ndarray) -> np.ndarray | None:
     if i == 0 or i - 1 >= len(an.steps):
         return None
     est = an.steps[i - 1].estimate
-    fit = getattr(est, "fit", None)
-    if fit is None or not fit.fits or est.hi_log is None or est.lo_log is None:
+    if est.fit is None or not est.fit.fits or est.hi_log is None or est.lo_log is None:
         return None
-    best = fit.best
+    best = est.fit.best
     h = np.clip(hit_curve(best.model, sizes / best.capacity_bytes, best.theta), 0.0, 1.0)
     slower = 1.0 - 10 ** (float(np.median(est.lo_log)) - est.hi_log)
     return -np.log10(np.maximum(1.0 - h * slower, 1e-9))
