@@ -58,7 +58,7 @@ def build_curve(records: list[Measurement], sweep: str) -> Curve:
     for r in rows:
         by_size.setdefault(int(r.working_set_bytes), []).append(r)
     sizes = np.array(sorted(by_size), dtype=float)
-    bw = np.array([np.median([r.bandwidth_gbs for r in by_size[int(s)]]) for s in sizes])
+    bw = np.array([median([r.bandwidth_gbs for r in by_size[int(s)]]) for s in sizes])
     reps = np.array([len(by_size[int(s)]) for s in sizes])
     noisy = np.array([any(r.flag_set & {"poor_r2", "noisy"} for r in by_size[int(s)]) for s in sizes],
                      dtype=bool)
@@ -82,8 +82,8 @@ def binned(curve: Curve, bins_per_octave: int = BINS_PER_OCTAVE) -> tuple[np.nda
     x, y = curve.x, curve.y
     edges = np.floor((x - x.min()) * bins_per_octave + 1e-9).astype(int)
     uniq = np.unique(edges)
-    bx = np.array([np.median(x[edges == b]) for b in uniq])
-    by = np.array([np.median(y[edges == b]) for b in uniq])
+    bx = np.array(bin_medians(edges, x))
+    by = np.array(bin_medians(edges, y))
     point_bin = np.searchsorted(uniq, edges)
     return bx, by, point_bin
 
@@ -119,4 +119,19 @@ def local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, def
     sel = (point_bin >= first) & (point_bin <= last)
     if np.count_nonzero(sel) < 3:
         return default
-    return float(np.median([np.median(y[sel & (point_bin == b)]) for b in np.unique(point_bin[sel])]))
+    return median(bin_medians(point_bin[sel], y[sel]))
+
+
+def median(values: list[float]) -> float:
+    """np.median's figure for a short list, without its overhead (a pass reads thousands)."""
+    s = sorted(values)
+    m = len(s) // 2
+    return float(s[m]) if len(s) % 2 else (float(s[m - 1]) + float(s[m])) / 2
+
+
+def bin_medians(keys: np.ndarray, values: np.ndarray) -> list[float]:
+    """The median of ``values`` in each distinct key, keys in increasing order."""
+    groups: dict[int, list[float]] = {}
+    for k, v in zip(keys.tolist(), values.tolist()):
+        groups.setdefault(k, []).append(v)
+    return [median(groups[k]) for k in sorted(groups)]

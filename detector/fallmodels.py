@@ -1,8 +1,7 @@
-"""Fitting one hit-rate model to one fall (detector.fallfit combines them): the fall's points
-prepared once for every model, the closed-form solve of the two plateau speeds behind each
-candidate, each model's best starts on a grid of capacities and shapes, each polished (variable
-projection: the plateau speeds solved inside). The split level, a model of its own, is in
-detector.splitfit."""
+"""Fitting one hit-rate model to one fall (detector.fallfit combines them): each model's best
+starts on a grid of capacities and shapes (the plateau speeds behind each candidate solved in
+closed form: detector.fallwindow), each polished (variable projection: the plateau speeds
+solved inside). The split level, a model of its own, is in detector.splitfit."""
 from __future__ import annotations
 
 import math
@@ -10,14 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detect_caches.detector.fallwindow import FallWindow
 from detect_caches.detector.hitmodels import HitModel
 from detect_caches.detector.polish import polish
-
-LN10 = math.log(10.0)
-LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
-VISIBLE = 4.0           # a cliff model's drop at C must be this many point sigmas
-CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
-                        # aliasing dip: the same for every model, so it sways no weight)
 
 
 @dataclass
@@ -32,112 +26,6 @@ class ModelFit:
     profile: tuple = ()             # (ln C candidates, best rss at each) for the posterior
     far_log: float | None = None    # a split level: its far half's speed, log10 GB/s
     inv00: float | None = None      # (J^T J)^-1 for ln C at the optimum: its sd is sigma sqrt(inv00)
-
-
-def huber(e: np.ndarray, delta: float) -> np.ndarray:
-    """Squared residuals, capped at ``delta`` squared."""
-    return np.minimum(e * e, delta * delta)
-
-
-def speeds(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, u_mid: float = 1.0, prior=None):
-    """Closed-form plateau speeds for each row of hit rates ``H`` (candidates x points, or one
-    row): (1/B_hi, 1/B_lo, the lower level's share of each point, ok); not ok where the normal
-    equations are singular or the fit is not a fall (the lower level as fast). ``prior``: (1/B_hi,
-    1/B_lo, weight of each) from the plateaus' own points, which hold the speeds there (a ridge on
-    each: the fit moves them only as far as the fall's points insist)."""
-    # the weighted sums as products with the weights (one pass over the grid each, no temporaries)
-    G = 1.0 - H
-    wu, wv = w * u, w * v
-    a11 = (H * H) @ w
-    a12 = (H * G) @ wu
-    a22 = (G * G) @ (wu * u)
-    b1 = H @ wv
-    b2 = G @ (wv * u)
-    X2 = G * u
-    if prior is not None:
-        p1, p2, l1, l2 = prior
-        a11, b1 = a11 + l1, b1 + l1 * p1
-        a22, b2 = a22 + l2, b2 + l2 * p2
-    det = a11 * a22 - a12 * a12
-    ok = det > 1e-12 * np.maximum(a11 * a22, 1e-300)
-    det = np.where(ok, det, 1.0)
-    c1 = (a22 * b1 - a12 * b2) / det
-    c2 = (a11 * b2 - a12 * b1) / det
-    ok &= (c1 > 0) & (c2 * u_mid > 1.02 * c1)
-    return c1, c2, X2, ok
-
-
-def ridge(c1, c2, prior):
-    """The plateaus' own points as they would count in the fit (log10 units): the two ridge terms
-    as residuals."""
-    p1, p2, l1, l2 = prior
-    return np.sqrt(l1) * (c1 - p1) / LN10, np.sqrt(l2) * (c2 - p2) / LN10
-
-
-def solve(H: np.ndarray, v: np.ndarray, w: np.ndarray, u: np.ndarray, y: np.ndarray, delta: float,
-          u_mid: float = 1.0, prior=None):
-    """(rss, 1/B_hi, 1/B_lo) for each row of hit rates ``H``: the capped residual sum of squares
-    at the closed-form plateau speeds (inf where the fit is not a fall)."""
-    c1, c2, X2, ok = speeds(H, v, w, u, u_mid, prior)
-    e = c1[..., None] * H
-    e += c2[..., None] * X2                  # the fitted inverse bandwidths, then their residuals
-    positive = e > 0
-    ok &= np.all(positive, axis=-1)
-    np.copyto(e, 1.0, where=~positive)
-    np.log10(e, out=e)
-    e += y
-    np.square(e, out=e)
-    rss = np.minimum(e, delta * delta, out=e).sum(-1)   # huber: capped squares
-    if prior is not None:
-        r1, r2 = ridge(c1, c2, prior)
-        rss = rss + r1 * r1 + r2 * r2
-    rss = np.where(ok, rss, np.inf)
-    return rss, c1, c2
-
-
-class FallWindow:
-    """The points of one fall, prepared once for every model."""
-
-    def __init__(self, sizes, y, u, sigma_point: float, sigma_curve: float | None = None, plateaus=None):
-        order = np.argsort(sizes, kind="stable")
-        self.sizes = np.asarray(sizes, dtype=float)[order]
-        self.y = np.asarray(y, dtype=float)[order]
-        self.u = np.ones_like(self.y) if u is None else np.asarray(u, dtype=float)[order]
-        self.x = np.log(self.sizes)
-        self.v = 10.0 ** -self.y
-        self.w = 1.0 / self.v ** 2
-        # the cap from the larger of the two noise readings: one point's (from near pairs, which
-        # repeated probes can make look quiet) and the curve's
-        self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
-        self.u_mid = float(np.median(self.u))
-        self.visible = VISIBLE * max(sigma_point, 1e-3)
-        self.prior = None
-        if plateaus is not None:
-            # each plateau's speed from its own points (log10 GB/s and its 1-sigma) as a ridge on
-            # 1/GB/s, weighed as that many points of this noise would weigh in the fit
-            (hi, s_hi), (lo, s_lo) = plateaus
-            p1, p2 = 10.0 ** -hi, 10.0 ** -lo / self.u_mid
-            point = max(sigma_point, 1e-3)
-            self.prior = (p1, p2, (point / (max(s_hi, 1e-4) * p1)) ** 2, (point / (max(s_lo, 1e-4) * p2)) ** 2)
-
-    def rss(self, H: np.ndarray, *, loose: bool = False):
-        """Capped residual sum of squares; ``loose``: capped far wider, for ranking a coarse grid
-        (a tight cap makes every point that a grid step misses cost the same as an outlier)."""
-        delta = max(self.delta * LOOSE, LOOSE_FLOOR) if loose else self.delta
-        return solve(H, self.v, self.w, self.u, self.y, delta, self.u_mid, self.prior)
-
-    def residuals(self, h: np.ndarray) -> np.ndarray:
-        """One row of hit rates' capped residuals and the plateaus' ridge as two more: what
-        the polish minimises is then ``rss``'s figure (the polish's inner loop)."""
-        c1, c2, x2, ok = speeds(h, self.v, self.w, self.u, self.u_mid, self.prior)
-        vhat = c1 * h + c2 * x2
-        if not (ok and np.all(vhat > 0)):
-            return np.full(h.size + 2, 1.0)
-        out = np.zeros(h.size + 2)
-        np.clip(self.y + np.log10(vhat), -self.delta, self.delta, out=out[:-2])
-        if self.prior is not None:
-            out[-2:] = ridge(c1, c2, self.prior)
-        return out
 
 
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C

@@ -56,6 +56,11 @@ class HitModel:
         return HIT[self.name](np.asarray(r, dtype=float), *theta)
 
 
+def _clip(a, lo, hi):
+    """np.clip's figures at a ufunc's cost (np.clip's own checks were a fifth of a fit's time)."""
+    return np.minimum(np.maximum(a, lo), hi)
+
+
 def _lru(r):
     return (r <= 1.0).astype(float)
 
@@ -69,7 +74,7 @@ def _cliff_tail(r, a, p):
 
 
 def _cliff_shelf(r, a, k):
-    z = np.clip(np.log(np.maximum(r, 1e-300) / k) / 0.03, -700, 700)
+    z = _clip(np.log(np.maximum(r, 1e-300) / k) / 0.03, -700, 700)
     return np.where(r <= 1.0, 1.0, a / (1.0 + np.exp(z)))
 
 
@@ -83,14 +88,14 @@ def _random_tail(r):
 
 
 def _plru(r, d, k, w=0.03):
-    start = 1.0 - 0.05 * np.clip((r - 0.9) / 0.1, 0.0, 1.0)
+    start = 1.0 - 0.05 * _clip((r - 0.9) / 0.1, 0.0, 1.0)
     sag = np.where(r < 1.0, start, 0.95 * np.maximum(r, 1e-12) ** -d)
-    z = np.clip(np.log(np.maximum(r, 1e-300) / k) / w, -700, 700)
+    z = _clip(np.log(np.maximum(r, 1e-300) / k) / w, -700, 700)
     return sag / (1.0 + np.exp(z))
 
 
 def _hashed(r, s):
-    z = np.clip(np.log(np.maximum(r, 1e-300)) / s, -700, 700)
+    z = _clip(np.log(np.maximum(r, 1e-300)) / s, -700, 700)
     return 1.0 / (1.0 + np.exp(z))
 
 

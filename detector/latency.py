@@ -211,9 +211,8 @@ def probe_targets(levels: list[Level]) -> list[tuple[str, float, bool, bool]]:
     return out
 
 
-def _dense_latency_at(records: list[Measurement], size: float) -> float | None:
-    """The dense chase's latency at ``size`` bytes, interpolated in log size."""
-    curve = chase_curve(records)
+def _dense_latency_at(curve, size: float) -> float | None:
+    """The dense chase's latency at ``size`` bytes, interpolated in log size (``curve``: chase_curve's)."""
     if curve is None or not curve.size_bytes[0] <= size <= curve.size_bytes[-1]:
         return None
     lat = DENSE_SLOT_BYTES / curve.bandwidth_gbs
@@ -226,6 +225,7 @@ def attach_lines(levels: list[Level], records: list[Measurement]) -> None:
               and not r.flag_set & REJECTED_FLAGS]
     strided = [r for r in records if r.sweep != "chase" and r.phase == "sector" and r.bandwidth_gbs > 0
                and math.isfinite(r.bandwidth_gbs) and not r.flag_set & REJECTED_FLAGS]
+    dense = chase_curve(records)   # once: the line probes read it at every candidate size
     for lv in levels:
         sector = {r.stride_bytes: r.latency_ns for r in usable if r.phase == "sector" and r.target == lv.name}
         miss = None
@@ -250,7 +250,7 @@ def attach_lines(levels: list[Level], records: list[Measurement]) -> None:
                             f"level's sector)")
         lines = [r for r in usable if r.phase == "line" and r.target == lv.name]
         if lines:
-            _line_size(lv, lines, records)
+            _line_size(lv, lines, dense)
 
 
 def transfer_unit(rates: dict[int, float]) -> int | None:
@@ -267,14 +267,14 @@ def transfer_unit(rates: dict[int, float]) -> int | None:
     return None
 
 
-def _line_size(lv: Level, probes: list[Measurement], records: list[Measurement]) -> None:
+def _line_size(lv: Level, probes: list[Measurement], dense) -> None:
     """The line size whose footprints (elements x line) put the probes' latencies where the
     dense curve has them; none if no candidate explains every probe within 15%."""
     errors = {}
     for line in LINE_CANDIDATES:
         err = []
         for r in probes:
-            pred = _dense_latency_at(records, r.working_set_bytes // r.stride_bytes * line)
+            pred = _dense_latency_at(dense, r.working_set_bytes // r.stride_bytes * line)
             if pred is None:
                 break
             err.append(abs(math.log(r.latency_ns / pred)))

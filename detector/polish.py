@@ -56,7 +56,7 @@ def polish(fun: Callable, x0, lb, ub, *, ftol: float = 1e-6, xtol: float = 1e-6,
                 if lam > 1e10:
                     return Polished(x, f, J, nfev)
                 continue
-            x_new = np.clip(x + step, lb, ub)
+            x_new = np.minimum(np.maximum(x + step, lb), ub)
             f_new = fun(x_new)
             nfev += 1
             cost_new = float(f_new @ f_new)

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from detect_caches.detector.fallmodels import SMOOTH_GRID, FallWindow, ModelFit, huber, profile_inv00
+from detect_caches.detector.fallmodels import SMOOTH_GRID, ModelFit, profile_inv00
+from detect_caches.detector.fallwindow import FallWindow, huber
 from detect_caches.detector.hitmodels import HitModel
 
 # each half of a split level falls within a tenth of its size (hashed sets of many ways): a broad

@@ -244,7 +244,8 @@ def test_a_split_level_is_read_between_its_grid_points_with_a_repeatability():
     no curvature behind it: two seeds of one GPU read 3% apart and compare called it drift at a
     repeatability of 0 (benchmarks/identical_gpus.py, pairs 1, 50, 152). A size between two grid
     points is read to 0.3%, and the fit says how far a rerun moves it."""
-    from detect_caches.detector.fallmodels import SMOOTH_GRID, FallWindow
+    from detect_caches.detector.fallmodels import SMOOTH_GRID
+    from detect_caches.detector.fallwindow import FallWindow
     from detect_caches.detector.splitfit import fit_split
     mib = 2 ** 20
     sizes = np.geomspace(30 * mib, 200 * mib, 40)
