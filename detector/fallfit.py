@@ -242,6 +242,8 @@ def warm() -> None:
     for a0 in BY_MODEL["random_ways"].grids[0]:
         for a in ways_around(a0):
             _random_ways_table(float(a))
-    sizes = np.geomspace(1e6, 4e6, 12)
+    # as many points as a refined fall has: the grids' thread pool starts, and the allocator has
+    # seen arrays of their size (a first pass paid 50 ms more than the next without it)
+    sizes = np.geomspace(1e6, 4e6, 64)
     y = -np.log10(np.where(sizes < 2e6, 1 / 9000.0, 1 / 4000.0))
     fit_fall(sizes, y, sigma_point=0.003, split=True, resamples=0)
