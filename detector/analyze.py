@@ -17,6 +17,7 @@ from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, an
 from detect_caches.detector.capacity import estimate_capacity
 from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve
+from detect_caches.detector.hitmodels import DEVICE_MODELS
 from detect_caches.detector.latency import analyze_latency, attach_latency, attach_lines
 from detect_caches.detector.level_figures import check_ceilings, device_levels, per_cu_levels
 from detect_caches.detector.levels import Detection, Level, SweepAnalysis
@@ -30,7 +31,6 @@ from detect_caches.records import Measurement
 # a device cache's fall: LRU or random replacement over hashed or address-bit sets (a split L2 has
 # a model of its own); pseudo-LRU declines and cliffs onto partial hits are per-SM/CU behaviours
 # (the L1 tables), which on a device cache's slow start would read its first misses as its size
-DEVICE_MODELS = ("lru", "modulo", "random", "hashed", "ways", "random_ways")
 FASTER = 1.15           # a private level this much faster than every device level is per-SM/CU: the
                          # private launch reaches a device level no faster than the shared one does
 SEEN_AGAIN = 1.25        # a private plateau this close in speed to a device level is that level seen again

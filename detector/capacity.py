@@ -61,7 +61,7 @@ def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> Cap
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
                       resamples: int = BOOTSTRAP, split: bool = False, plateaus=None,
-                      models: tuple[str, ...] | None = None) -> CapacityEstimate:
+                      models: tuple | None = None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``hi_log``/``lo_log``: the plateaus' levels from segmentation (the lower one may be one figure
     per point: a level that is itself falling, whose shape then enters the fit); ``noise_log``:
@@ -78,7 +78,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
     point = noise_log if resample_sigma is None else resample_sigma
     fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
                    sigma_curve=noise_log, plateaus=plateaus, resamples=resamples,
-                   models=[BY_MODEL[m] for m in models] if models else None)
+                   models=[BY_MODEL[m] if isinstance(m, str) else m for m in models] if models else None)
     if fit is None:
         return _step(sizes, y, hi_log, lo_log if not np.ndim(lo_log) else float(np.median(lo_log)))
     info = describe(fit, sizes)

@@ -68,7 +68,7 @@ MODEL_SHAPES["split"] = "split level (near and far half)"
 
 
 def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: float,
-                  resamples: int = RESAMPLES) -> float:
+                  resamples: int = RESAMPLES, models: dict | None = None) -> float:
     """How far a rerun moves the estimate (1 sigma, ln C): each major model's own spread (the
     curvature of its fit at the optimum; for an onset model held at a measured size, where in the
     gap to the next measured size C may lie) and the spread between the models' readings, by
@@ -85,18 +85,18 @@ def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: 
                 # a curvature this shallow is a valley of traded parameters (a decline's slope
                 # against its start): what reruns do is read by refitting on fresh noise (not
                 # the split level's: its curvature is its fine profile's, detector.splitfit)
-                own = min(own, _resampled(win, f, sigma, resamples))
+                own = min(own, _resampled(win, f, sigma, resamples, (models or BY_MODEL)[f.model]))
         else:
             own = 0.0
         var += f.weight * (min(own, 1.0) ** 2 + (math.log(f.capacity_bytes) - lncap) ** 2)
     return math.sqrt(var / total) if total > 0 else 0.0
 
 
-def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int) -> float:
+def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int, model=None) -> float:
     """The spread of ln C over refits of ``fit``'s model from its optimum on points with fresh
     noise of the fit's size (a parametric bootstrap; a few, seeded: reruns of the same analysis
     agree)."""
-    model = BY_MODEL[fit.model]
+    model = model or BY_MODEL[fit.model]
     rng = np.random.default_rng(RESAMPLES)
     H = model.hit(np.exp(win.x - math.log(fit.capacity_bytes))[None, :], fit.theta)
     _, c1, c2 = win.rss(H)
@@ -162,7 +162,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     if len(sizes) < 4:
         return None
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
-    starts = dict(zip((m.name for m in models or MODELS), _grids(win, models or MODELS)))
+    chosen = {m.name: m for m in models or MODELS}     # a device level's: detector.hitmodels.DEVICE_MODELS
+    starts = dict(zip(chosen, _grids(win, list(chosen.values()))))
     starts = {k: v for k, v in starts.items() if v}
     if not starts:
         return None
@@ -170,7 +171,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     # points' own noise) keeps no weight however it is polished
     lead = min(f.rss for v in starts.values() for f in v)
     scale = max(max(sigma_point, 1e-3) ** 2, lead / win.x.size)   # the points' noise, or the misfit all share
-    fits = [refine_best(win, BY_MODEL[k], v) for k, v in starts.items()
+    fits = [refine_best(win, chosen[k], v) for k, v in starts.items()
             if min(f.rss for f in v) <= lead + HOPELESS * scale]
     if split:
         fits += [f for f in (fit_split(win),) if f is not None]
@@ -200,7 +201,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         tail = (1 - LEVEL) / 2
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
-    spread = _rerun_spread(win, major, lncap, sigma, resamples)
+    spread = _rerun_spread(win, major, lncap, sigma, resamples, chosen)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
     for f in fits:

@@ -166,6 +166,8 @@ def refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     neighbours on the grid."""
     best = fit
     for a in ways_around(fit.theta[0]):
+        if a < model.grids[0][0]:
+            continue    # fewer ways than the model allows (a device cache's: hitmodels.DEVICE_MIN_WAYS)
         lnc = math.log(fit.capacity_bytes) + np.linspace(-0.06, 0.06, 41)
         H = model.hit(np.exp(win.x[None, :] - lnc[:, None]), (a,))
         rss, c1, c2 = win.rss(H)

