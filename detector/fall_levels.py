@@ -1,5 +1,6 @@
 """Levels checked against the falls fitted beside them: a fall no model of one level's fall fits,
-around a partial plateau that stands out, is two falls; a short level that one fall fits through
+around a partial plateau that stands out, is two falls, and so is one whose capacity lies past
+such a plateau (the fall serves it whole, yet it runs slower); a short level that one fall fits through
 at the points' noise is that fall's partial hits. Used by detector.analyze_sweep once its falls
 are fitted; ``fit(i)`` fits the fall below plateau ``i`` of the sweep as it then stands."""
 from __future__ import annotations
@@ -20,6 +21,16 @@ def _renumber(an: SweepAnalysis, start: int) -> None:
         an.steps[j] = dataclasses.replace(an.steps[j], upper=j)
 
 
+BEFORE_OCTAVES = 0.5   # a partial plateau ending this far before the fall's capacity is not that fall's
+
+
+def _before_capacity(p, st) -> bool:
+    """The fall fitted across the partial plateau puts its capacity well past the plateau's end:
+    the model serves those sizes whole, yet they run at a speed of their own (a level whose flat
+    stretch a random tail above it hid, taken for a split level's far half)."""
+    return p.size_hi_bytes * 2 ** BEFORE_OCTAVES < st.estimate.capacity_bytes
+
+
 def promote_in_misfits(an: SweepAnalysis, fit) -> None:
     """A fall that no model of one level's fall fits, holding a partial plateau that stands out
     from the levels on both sides, is two falls: that plateau is a level whose flat stretch is
@@ -30,7 +41,8 @@ def promote_in_misfits(an: SweepAnalysis, fit) -> None:
     while i < len(an.steps):
         st, hi, lo = an.steps[i], an.plateaus[i], an.plateaus[i + 1]
         rms = st.estimate.fit_rms_log
-        cands = [p for p in st.partials if rms > MISFIT * (an.point_sigma or sigma)
+        misfit = rms > MISFIT * (an.point_sigma or sigma)
+        cands = [p for p in st.partials if (misfit or _before_capacity(p, st))
                  and p.octaves >= PROMOTE_OCTAVES and stands_out(p, hi) and stands_out(p, lo)]
         if not cands:
             i += 1
@@ -40,7 +52,9 @@ def promote_in_misfits(an: SweepAnalysis, fit) -> None:
         an.plateaus.insert(i + 1, p)
         an.partials.remove(p)
         pair = [fit(i), fit(i + 1)]
-        if max(s.estimate.fit_rms_log for s in pair) < rms / 2:
+        # a misfit must be mended (both new falls twice as good); a plateau the fall served whole
+        # is a level already: the two falls need only fit no worse
+        if max(s.estimate.fit_rms_log for s in pair) < (rms / 2 if misfit else rms):
             an.steps[i:i + 1] = pair
             _renumber(an, i + 2)
             i += 2

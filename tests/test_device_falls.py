@@ -31,3 +31,20 @@ def test_a_random_replacement_device_fall_reads_its_capacity():
                     assert errors[-1] < 0.03, (ways, seed, errors[-1])
     assert sum(e > 0.03 for e in errors) <= 2, errors
 
+
+def test_a_plateau_the_fall_serves_whole_is_a_level():
+    """Physics GPU 46 (seed 1): a random 16-way L2 of 91 MiB 1.24x faster than a 653 MiB L3. The
+    L2's tail slopes the L3's plateau (136-318 MiB), which then passed for the far half of a split
+    L2; the fall L2 -> memory was fitted as one, its capacity the L3's (L2 +610%, L3 lost). That
+    fall served the partial plateau whole while it ran 16% slower than the L2: a level of its own."""
+    import physics_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(physics_generator.draw_gpu(46), seed=1)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(physics_generator.expected_levels(spec))
+    assert [lv.name for lv in det.levels] == list(truth)
+    for lv in det.levels[:3]:
+        assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
