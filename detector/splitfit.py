@@ -29,7 +29,10 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
     b = np.einsum("mni,n,n->mi", X, win.v, win.w)
     c = np.linalg.solve(A, b[..., None])[..., 0]
-    ok = (c[:, 0] > 0) & (c[:, 1] > SPLIT_APART * c[:, 0]) & (c[:, 2] > SPLIT_APART * c[:, 1])
+    # both steps apart and clear of the points' noise: a far half at the speed below hides its
+    # end in the noise, and then any C fits (generated GPU 62: an L2 read twice its size)
+    apart = max(SPLIT_APART, 10.0 ** win.visible)
+    ok = (c[:, 0] > 0) & (c[:, 1] > apart * c[:, 0]) & (c[:, 2] > apart * c[:, 1])
     vhat = np.einsum("mni,mi->mn", X, c)
     ok &= np.all(vhat > 0, axis=-1)
     e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))

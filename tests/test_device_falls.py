@@ -48,3 +48,22 @@ def test_a_plateau_the_fall_serves_whole_is_a_level():
     assert [lv.name for lv in det.levels] == list(truth)
     for lv in det.levels[:3]:
         assert abs(lv.capacity_bytes / truth[lv.name] - 1) < 0.03, lv.name
+
+
+def test_a_split_levels_far_half_shows_itself():
+    """Generated GPU 62 (seed 5): a hashed 125 MiB L2 3.6x faster than a 506 MiB L3, on NVIDIA
+    (where the first device level may be split). A split model whose far half ran 10% above the
+    L3, its end hidden in the points' noise, fitted the start of the L3's plateau better than one
+    fall, and the L2 read 245 MiB (+96%): a node of 8 such GPUs flagged this one. Both of a split
+    level's steps must now clear the noise as a cliff's must."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(62), seed=5)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(gpu_generator.expected_levels(spec))
+    assert [lv.name for lv in det.levels] == list(truth)
+    l2 = next(lv for lv in det.levels if lv.name == "L2")
+    assert abs(l2.capacity_bytes / truth["L2"] - 1) < 0.03
