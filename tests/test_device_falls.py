@@ -67,3 +67,21 @@ def test_a_split_levels_far_half_shows_itself():
     assert [lv.name for lv in det.levels] == list(truth)
     l2 = next(lv for lv in det.levels if lv.name == "L2")
     assert abs(l2.capacity_bytes / truth["L2"] - 1) < 0.03
+
+
+def test_a_split_level_of_many_way_halves_reads_where_it_ends():
+    """Physics GPU 29 (seed 1): a split L2 of 16-way tree-PLRU halves with hashed sets, its far
+    half slower. Each half's fall is about as broad as the hashed model's broadest (16 ways);
+    the split model held its halves to 0.08, fitted worse than random replacement and the L2
+    read 39% small."""
+    import physics_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(physics_generator.draw_gpu(29), seed=1)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(physics_generator.expected_levels(spec))
+    l2 = next(lv for lv in det.levels if lv.name == "L2")
+    assert abs(l2.capacity_bytes / truth["L2"] - 1) < 0.03
+    assert l2.fall_shape == "split level (near and far half)"
