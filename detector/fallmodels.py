@@ -152,6 +152,8 @@ def profile_inv00(lnc: np.ndarray, rss: np.ndarray, i: int) -> float | None:
     """The curvature of a fine, evenly spaced profile of ln C at its least (index ``i``), as the
     polish's inv00: rss ~ least + (d ln C)^2 / inv00; None where it does not curve up."""
     j = min(max(i, 1), lnc.size - 2)
+    if not np.all(np.isfinite(rss[j - 1:j + 2])):
+        return None     # a neighbour that is no fall (the split model's speeds out of order)
     bend = (rss[j - 1] - 2 * rss[j] + rss[j + 1]) / (lnc[1] - lnc[0]) ** 2 / 2
     return 1.0 / bend if np.isfinite(bend) and bend > 0 else None
 
