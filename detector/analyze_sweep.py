@@ -172,11 +172,12 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
                   known: tuple = (), resamples: int = BOOTSTRAP, split_first: bool = False,
-                  models: tuple[str, ...] | None = None) -> SweepAnalysis | None:
+                  models: tuple | None = None) -> SweepAnalysis | None:
     """Plateaus, levels and the capacity of each fall; ``resamples``: the replicates behind each
     capacity's repeatability (0 where nobody reads it); ``split_first``: the first level may be
     split in two partitions with a slower far half (NVIDIA's L2): one level, its capacity where
-    the far half ends; ``models``: the hit-rate models to fit (all when None)."""
+    the far half ends; ``models``: the hit-rate models to fit, names or detector.hitmodels.HitModel
+    objects (all when None)."""
     if len(curve) < MIN_POINTS:
         warnings.append(f"the {curve.sweep} sweep has {len(curve)} distinct sizes; at least "
                         f"{MIN_POINTS} are needed to find plateaus, so it was not analyzed")

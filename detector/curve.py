@@ -123,7 +123,8 @@ def local_level(y: np.ndarray, point_bin: np.ndarray, first: int, last: int, def
 
 
 def median(values: list[float]) -> float:
-    """np.median's figure for a short list, without its overhead (a pass reads thousands)."""
+    """np.median's figure for a short list of finite values (build_curve keeps only those),
+    without its overhead (a pass reads thousands)."""
     s = sorted(values)
     m = len(s) // 2
     return float(s[m]) if len(s) % 2 else (float(s[m - 1]) + float(s[m])) / 2

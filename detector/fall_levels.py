@@ -35,7 +35,8 @@ def promote_in_misfits(an: SweepAnalysis, fit) -> None:
     """A fall that no model of one level's fall fits, holding a partial plateau that stands out
     from the levels on both sides, is two falls: that plateau is a level whose flat stretch is
     short (a random tail above it and a wide fall of its own eat it and make it slope). Kept
-    where both new falls fit at least twice as well as the one did."""
+    where both new falls fit at least twice as well as the one did; a plateau before the fall's
+    capacity (_before_capacity), where both fit no worse."""
     sigma = an.sigma
     i = 0
     while i < len(an.steps):

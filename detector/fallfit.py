@@ -14,9 +14,9 @@ same weights.
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -110,8 +110,9 @@ def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int, mod
     return float(np.std(logs)) if logs else 0.0
 
 
-THREADED = 2000         # points x candidates from which the models' grids run in threads: their
-                        # large arrays' numpy work runs outside the GIL (a wide fall's grids in half the time)
+THREADED = 2000         # a window's points squared (about points x candidate sizes) from which the
+                        # models' grids run in threads: their large arrays' numpy work runs outside
+                        # the GIL (a wide fall's grids in half the time)
 
 
 def _grids(win: FallWindow, models) -> list[list[ModelFit]]:
@@ -121,9 +122,20 @@ def _grids(win: FallWindow, models) -> list[list[ModelFit]]:
     return list(_pool().map(lambda m: fit_model(win, m), models))
 
 
-@functools.lru_cache(maxsize=1)
+_POOL: dict = {}
+_POOL_LOCK = threading.Lock()
+
+
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)), thread_name_prefix="detect-caches-fit")
+    """One pool per process: a child forked after a fit starts its own (the parent's workers are
+    not in it, and an inherited pool would wait on them for ever)."""
+    with _POOL_LOCK:
+        pool = _POOL.get(os.getpid())
+        if pool is None:
+            _POOL.clear()
+            pool = _POOL[os.getpid()] = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
+                                                           thread_name_prefix="detect-caches-fit")
+        return pool
 
 
 def _posterior(win: FallWindow, fits: list[ModelFit], sigma: float) -> tuple[np.ndarray, np.ndarray]:

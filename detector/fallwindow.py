@@ -110,8 +110,8 @@ class FallWindow:
 
     def residuals(self, h: np.ndarray) -> np.ndarray:
         """One row of hit rates' capped residuals and the plateaus' ridge as two more: what
-        the polish minimises is then ``rss``'s figure (the polish's inner loop: speeds' solve in
-        Python floats, the window's weighted sums kept, for the same figures at a third the cost)."""
+        the polish minimises is then ``rss``'s figure, to rounding (the polish's inner loop:
+        speeds' solve in Python floats, the window's weighted sums kept as speeds forms them)."""
         g = 1.0 - h
         a11, a12, a22 = float((h * h) @ self.w), float((h * g) @ self._wu), float((g * g) @ self._wuu)
         b1, b2 = float(h @ self._wv), float(g @ self._wvu)

@@ -10,10 +10,10 @@ from detect_caches.detector.fallmodels import SMOOTH_GRID, ModelFit, profile_inv
 from detect_caches.detector.fallwindow import FallWindow, huber
 from detect_caches.detector.hitmodels import HitModel
 
-# each half of a split level falls as the hashed model's fall may, up to about its widest (an LRU
-# cache of some 24 ways; held to 0.08, split L2s of tree-PLRU or page-coloured halves read 40-53%
-# small): a broader two-step "split" would stand for a smooth tail of partial hits, which other
-# models describe
+# each half of a split level falls as the hashed model's fall may, up to about its widest (0.12 on
+# the grid, 0.14 in the fine step: an LRU cache of some 16-24 ways; held to 0.08, split L2s of
+# tree-PLRU or page-coloured halves read 40-53% small): a broader two-step "split" would stand
+# for a smooth tail of partial hits, which other models describe
 SPLIT = HitModel("split", "split level (near and far half)", False,
                  (tuple(np.round(np.geomspace(0.006, 0.12, 10), 5)),))
 SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours

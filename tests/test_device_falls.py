@@ -71,7 +71,7 @@ def test_a_split_levels_far_half_shows_itself():
 
 def test_a_split_level_of_many_way_halves_reads_where_it_ends():
     """Physics GPU 29 (seed 1): a split L2 of 16-way tree-PLRU halves with hashed sets, its far
-    half slower. Each half's fall is about as broad as the hashed model's broadest (16 ways);
+    half slower. Each half's fall is about as broad as the hashed model's broadest (16-24 ways);
     the split model held its halves to 0.08, fitted worse than random replacement and the L2
     read 39% small."""
     import physics_generator

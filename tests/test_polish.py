@@ -55,10 +55,17 @@ def test_the_polish_inner_loop_gives_the_grids_figure():
             rss = win.rss(h[None, :])[0][0]
             assert e.size == win.x.size + 2
             assert np.isclose(float(e @ e), rss, rtol=1e-12, atol=0), (seed, name)
-    # a row that is not a fall (every point served whole): no plateau speeds, a flat penalty
-    win = _window(1, prior=False)
-    assert not np.isfinite(win.rss(np.ones((1, win.x.size)))[0][0])
-    assert np.all(win.residuals(np.ones(win.x.size)) == 1.0)
+    # rows that are no fall (every point served whole: no plateau speeds; hits rising with size:
+    # the lower level as fast; one hit rate everywhere): a flat penalty in the polish and an
+    # infinite figure in the grid; with the plateaus' prior holding the speeds, one finite figure
+    for prior in (False, True):
+        win = _window(1, prior=prior)
+        for h in (np.ones(win.x.size), np.linspace(0.0, 1.0, win.x.size), np.full(win.x.size, 0.5)):
+            rss, e = win.rss(h[None, :])[0][0], win.residuals(h)
+            if prior:
+                assert np.isclose(float(e @ e), rss, rtol=1e-12, atol=0)
+            else:
+                assert not np.isfinite(rss) and np.all(e == 1.0)
 
 
 def test_the_models_grids_in_threads_give_the_serial_starts():
@@ -69,7 +76,27 @@ def test_the_models_grids_in_threads_give_the_serial_starts():
         win = _window(seed)
         assert win.x.size ** 2 >= THREADED     # the threaded path is the one under test
         serial = [fit_model(win, m) for m in MODELS]
-        assert repr(_grids(win, MODELS)) == repr(serial)
+        threaded = _grids(win, MODELS)
+        assert [len(a) for a in threaded] == [len(b) for b in serial]
+        for a, b in zip((f for fits in threaded for f in fits), (f for fits in serial for f in fits)):
+            assert (a.model, a.theta, a.capacity_bytes, a.rss, a.hi_log, a.lo_log) == \
+                (b.model, b.theta, b.capacity_bytes, b.rss, b.hi_log, b.lo_log)
+            assert all(np.array_equal(p, q) for p, q in zip(a.profile, b.profile))
+
+
+def _wide_fit():
+    from detect_caches.detector.fallfit import fit_fall
+    win = _window(7)
+    return fit_fall(win.sizes, win.y, sigma_point=0.01, resamples=0).capacity_bytes
+
+
+def test_a_child_forked_after_a_fit_fits_too():
+    """The grids' thread pool is the process's: a child forked after its parent fitted a wide fall
+    inherits the pool without its workers, and waited on them for ever."""
+    import multiprocessing
+    parent = _wide_fit()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_wide_fit).get(timeout=120) == parent
 
 
 def test_short_list_medians_are_numpys():
