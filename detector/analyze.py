@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, analyze_sweep, inside_level
+from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, analyze_sweep, drift, inside_level
 from detect_caches.detector.capacity import estimate_capacity
 from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve
@@ -90,6 +90,18 @@ def _per_cu_count(priv: SweepAnalysis, shared: SweepAnalysis | None, facts: Devi
     return min(want, max(len(priv.plateaus) - 1, 1))
 
 
+def _still_falling(an: SweepAnalysis, i: int):
+    """The points of the last third of plateau ``i`` when it is the sweep's last and its speed
+    still falls from its first third to its last by more than 3 point sigmas; else None."""
+    p = an.plateaus[i]
+    span = p.last_bin - p.first_bin + 1
+    if i != len(an.plateaus) - 1 or span < 3 or drift(p, an.curve.y, an.point_bin) <= 3 * (an.point_sigma or an.sigma):
+        return None
+    first = an.curve.y[(an.point_bin >= p.first_bin) & (an.point_bin < p.first_bin + span // 3)]
+    last = (an.point_bin > p.last_bin - span // 3) & (an.point_bin <= p.last_bin)
+    return last if np.median(an.curve.y[last]) < np.median(first) else None
+
+
 def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) -> None:
     """Estimate the fall of the last per-SM/CU level again, with the speed below it read point by
     point from the shared sweep at the same device-wide footprint (scaled to the private sweep's
@@ -105,13 +117,21 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
     mid = math.sqrt(nxt.size_lo_bytes * nxt.size_hi_bytes) * scale
     offset = nxt.level_log - float(np.interp(math.log(mid), sx, sy, left=shared.plateaus[0].level_log,
                                              right=sy[-1]))
+    settling = _still_falling(priv, k + 1)
+    if settling is not None:
+        # the sweep's last plateau still falls (a random tail the sweep ended inside): the
+        # private speed for that level is read where it has fallen furthest, its last third
+        offset = float(np.median(priv.curve.y[settling] - np.interp(
+            np.log(priv.curve.footprint_bytes[settling]), sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])))
     seen_again = abs(offset) <= math.log10(1.3)
     if not seen_again:
         offset = 0.0   # the next private plateau is not the shared sweep's level seen again
     old = priv.steps[k]
     sigma = priv.point_sigma or priv.sigma
     lower = inside_level(priv.curve, nxt, upper=False, sigma=sigma)
-    if seen_again:
+    if seen_again and settling is not None:
+        lower = (float(np.median(below + offset)), lower[1])
+    elif seen_again:
         # the fit's lower speed is the curve below's at its median point (detector.capacity scales
         # the shape to it): the next plateau's speed moved along that curve from where it was read
         # (a level further down when the L1 and the L2 fall together, as on an MI300X)

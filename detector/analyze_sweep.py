@@ -60,7 +60,7 @@ def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float) -> tupl
     return float(np.median(ys)), max(1.2533 * sigma / math.sqrt(ys.size), INSIDE_SIGMA)
 
 
-def _drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
+def drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
     """How far the plateau's speed moves from its first third of bins to its last (log10 of the
     medians): a tail of partial hits sags all along, a level holds."""
     span = p.last_bin - p.first_bin + 1

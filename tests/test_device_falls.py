@@ -85,3 +85,25 @@ def test_a_split_level_of_many_way_halves_reads_where_it_ends():
     l2 = next(lv for lv in det.levels if lv.name == "L2")
     assert abs(l2.capacity_bytes / truth["L2"] - 1) < 0.03
     assert l2.fall_shape == "split level (near and far half)"
+
+
+def test_a_private_sweep_ending_in_a_random_tail_reads_memory_where_it_has_fallen():
+    """Generated GPU 61: a random-replacement L1 (233 KiB) after an L0, 1.5x faster than memory at
+    2.6% noise. The private sweep ends at 1 MiB, still inside the L1's random tail; the private
+    speed of memory, which scales the shared sweep's curve under the fall, was read at the middle of
+    that sloping last plateau (9% fast), so the tail looked short and a hashed fall's middle won:
+    +12 to +24% on five of eight seeds. Read where the plateau has fallen furthest, six of eight
+    read within 5% (a node of the eight flagged one before)."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    errors = []
+    for seed in range(1, 9):
+        spec = dict(gpu_generator.draw_gpu(61), seed=seed)
+        _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+        truth = dict(gpu_generator.expected_levels(spec))["L1"]
+        errors.append(next(lv for lv in det.levels if lv.name == "L1").capacity_bytes / truth - 1)
+    assert sum(abs(e) < 0.05 for e in errors) >= 6, errors
+    assert max(abs(e) for e in errors) < 0.3, errors
