@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, analyze_sweep, drift, inside_level
+from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, analyze_sweep, fallen, inside_level, thirds
 from detect_caches.detector.capacity import estimate_capacity
 from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve
@@ -94,12 +94,9 @@ def _still_falling(an: SweepAnalysis, i: int):
     """The points of the last third of plateau ``i`` when it is the sweep's last and its speed
     still falls from its first third to its last by more than 3 point sigmas; else None."""
     p = an.plateaus[i]
-    span = p.last_bin - p.first_bin + 1
-    if i != len(an.plateaus) - 1 or span < 3 or drift(p, an.curve.y, an.point_bin) <= 3 * (an.point_sigma or an.sigma):
+    if i != len(an.plateaus) - 1 or fallen(p, an.curve.y, an.point_bin) <= 3 * (an.point_sigma or an.sigma):
         return None
-    first = an.curve.y[(an.point_bin >= p.first_bin) & (an.point_bin < p.first_bin + span // 3)]
-    last = (an.point_bin > p.last_bin - span // 3) & (an.point_bin <= p.last_bin)
-    return last if np.median(an.curve.y[last]) < np.median(first) else None
+    return thirds(p, an.point_bin)[1]
 
 
 def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) -> None:
@@ -111,18 +108,20 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
     sel = priv.step_points(k)
     foot = priv.curve.footprint_bytes[sel]
     sx, sy = np.log(shared.curve.size_bytes), shared.curve.y
-    below = np.interp(np.log(foot), sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])
+
+    def shared_at(ln_bytes):
+        """The shared sweep's log10 speed at these device-wide footprints (ln bytes)."""
+        return np.interp(ln_bytes, sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])
+    below = shared_at(np.log(foot))
     nxt = priv.plateaus[k + 1]
     scale = float(np.median(priv.curve.footprint_bytes / priv.curve.size_bytes))
     mid = math.sqrt(nxt.size_lo_bytes * nxt.size_hi_bytes) * scale
-    offset = nxt.level_log - float(np.interp(math.log(mid), sx, sy, left=shared.plateaus[0].level_log,
-                                             right=sy[-1]))
+    offset = nxt.level_log - float(shared_at(math.log(mid)))
     settling = _still_falling(priv, k + 1)
     if settling is not None:
         # the sweep's last plateau still falls (a random tail the sweep ended inside): the
         # private speed for that level is read where it has fallen furthest, its last third
-        offset = float(np.median(priv.curve.y[settling] - np.interp(
-            np.log(priv.curve.footprint_bytes[settling]), sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])))
+        offset = float(np.median(priv.curve.y[settling] - shared_at(np.log(priv.curve.footprint_bytes[settling]))))
     seen_again = abs(offset) <= math.log10(1.3)
     if not seen_again:
         offset = 0.0   # the next private plateau is not the shared sweep's level seen again
@@ -136,7 +135,7 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
         # the shape to it): the next plateau's speed moved along that curve from where it was read
         # (a level further down when the L1 and the L2 fall together, as on an MI300X)
         read_at = math.log(math.sqrt(nxt.size_lo_bytes * min(nxt.size_hi_bytes, nxt.size_lo_bytes * INSIDE_SPAN)) * scale)
-        there = float(np.interp(read_at, sx, sy, left=shared.plateaus[0].level_log, right=sy[-1])) + offset
+        there = float(shared_at(read_at)) + offset
         lower = (lower[0] - there + float(np.median(below + offset)), lower[1])
     est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
                             below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,

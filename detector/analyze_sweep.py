@@ -60,16 +60,23 @@ def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float) -> tupl
     return float(np.median(ys)), max(1.2533 * sigma / math.sqrt(ys.size), INSIDE_SIGMA)
 
 
-def drift(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
-    """How far the plateau's speed moves from its first third of bins to its last (log10 of the
-    medians): a tail of partial hits sags all along, a level holds."""
+def thirds(p: Plateau, point_bin: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Masks of the points in the plateau's first and last third of bins (None: under 3 bins, or a
+    third with no point)."""
     span = p.last_bin - p.first_bin + 1
     if span < 3:
-        return 0.0
+        return None
     third = span // 3
-    a = y[(point_bin >= p.first_bin) & (point_bin < p.first_bin + third)]
-    b = y[(point_bin > p.last_bin - third) & (point_bin <= p.last_bin)]
-    return float(abs(np.median(a) - np.median(b))) if a.size and b.size else 0.0
+    first = (point_bin >= p.first_bin) & (point_bin < p.first_bin + third)
+    last = (point_bin > p.last_bin - third) & (point_bin <= p.last_bin)
+    return (first, last) if first.any() and last.any() else None
+
+
+def fallen(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
+    """How far the plateau's speed falls from its first third of bins to its last (log10 of the
+    medians; negative where it rises): a tail of partial hits sags all along, a level holds."""
+    t = thirds(p, point_bin)
+    return float(np.median(y[t[0]]) - np.median(y[t[1]])) if t is not None else 0.0
 
 
 def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray, sigma: float) -> float:
