@@ -135,7 +135,9 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
         return fit
     c, th = unpack(res.x)
     H = model.hit(np.exp(win.x - c)[None, :], th)
-    _, c1, c2 = win.rss(H)
+    tight, c1, c2 = win.rss(H)
+    if not math.isfinite(tight[0]):
+        return fit      # the polish ended where no fall is (from a resampling's start of no figure)
     if model.name in CLIFFS and math.log10(th[0] * c1[0] + (1 - th[0]) * c2[0] * win.u_mid) - math.log10(c1[0]) < win.visible:
         return fit
     inv00 = None

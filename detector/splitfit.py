@@ -21,6 +21,21 @@ FINE = 41               # C candidates across two grid steps around the grid's b
 WIDTH_STEP = 1.18       # ... at its width and this factor either side (half the width grid's step)
 
 
+def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The speeds of each candidate; a candidate whose equations are singular (speeds of no fall:
+    a row of points all at one level) gets none, so it fails the fall's checks."""
+    try:
+        return np.linalg.solve(A, b[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        out = np.full(b.shape, -1.0)
+        for m in range(A.shape[0]):
+            try:
+                out[m] = np.linalg.solve(A[m], b[m])
+            except np.linalg.LinAlgError:
+                pass
+        return out
+
+
 def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     """(rss, coefficients) of the split model at each ln C of ``lnc`` for the width ``s``: the
     three speeds (near, far, below) solved in closed form at each."""
@@ -30,7 +45,7 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
     A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
     b = np.einsum("mni,n,n->mi", X, win.v, win.w)
-    c = np.linalg.solve(A, b[..., None])[..., 0]
+    c = _solve(A, b)
     # both steps apart and clear of the points' noise: a far half at the speed below hides its
     # end in the noise, and then any C fits (generated GPU 62: an L2 read twice its size)
     apart = max(SPLIT_APART, 10.0 ** win.visible)
