@@ -23,6 +23,7 @@ from detect_caches.detector.level_figures import check_ceilings, device_levels, 
 from detect_caches.detector.levels import Detection, Level, SweepAnalysis
 from detect_caches.detector.memo import Memo, analyze
 from detect_caches.detector.peaks import attach_peaks
+from detect_caches.detector.telling import telling_sizes
 from detect_caches.detector.units import fmt_bytes
 from detect_caches.device import DeviceFacts, is_rdna
 from detect_caches.errors import InputError
@@ -239,5 +240,9 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
                 xs = list(np.geomspace(e.low_bytes, top, REFINE_SIZES + 2)[1:-1])
                 if e.high_bytes > top * 1.1:
                     xs += list(np.geomspace(top, e.high_bytes, 4)[1:-1])
+                # and where the fall's leading models part most (a tail against a far half)
+                xs += telling_sizes(e.fit, low_bytes=e.low_bytes,
+                                    high_bytes=min(3 * e.high_bytes, float(np.max(an.curve.size_bytes))),
+                                    point_sigma=an.point_sigma or an.sigma)
                 out.append((name, [float(x) for x in xs]))
     return out

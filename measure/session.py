@@ -195,15 +195,17 @@ def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budg
     from detect_caches.measure.kernel_meta import round_to_granule
     used = 0
     meter = session.meter
-    for sweep, xs in requests:
+    for k, (sweep, xs) in enumerate(requests):
         config = session.configs.get(sweep)
         if config is None or meter is None:
             continue
         rows = 1 if sweep == "private" else config.rows(meter.device.facts.compute_units)
+        # each capacity its share of what is left: the first must not take the last one's points
+        until = used + (budget - used) // (len(requests) - k)
         for size in sorted({round_to_granule(x / rows) for x in xs if x > 0}):
             for _ in range(REFINE_REPEATS):
-                if used >= budget:
-                    return used
+                if used >= until:
+                    break
                 m = meter.measure(config, size, phase="refine")
                 log.append(m)
                 used += 1

@@ -1,0 +1,58 @@
+"""Where more points tell the fall's models apart: the sizes at which the models that share a
+fall's evidence draw the most different curves (a random tail and a split level's far half fit
+the same points near C and part a factor past it), for the refining round (detector.analyze)."""
+from __future__ import annotations
+
+import numpy as np
+
+from detect_caches.detector.hitmodels import hit_curve
+
+TELLING = 0.05       # models with this share of the evidence or more are told apart
+APART = 1.08         # ... when their capacities differ by more than this factor
+TELLING_SIZES = 6    # sizes measured where they part most
+CLEAR = 0.5          # ... where their curves part by at least this many point sigmas (rms) ...
+HALF = 0.5           # ... each size where they part by at least this share of that most
+GAP = 0.12           # ... at least this far apart (ln size)
+
+
+def predicted_log(fit, sizes: np.ndarray) -> np.ndarray:
+    """One model's fitted curve (log10 GB/s) at ``sizes``, the level below taken as flat."""
+    r = np.asarray(sizes, dtype=float) / fit.capacity_bytes
+    b_hi, b_lo = 10.0 ** -fit.hi_log, 10.0 ** -fit.lo_log
+    if fit.model == "split" and fit.far_log is not None:
+        s = fit.theta[0]
+        whole = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
+        near = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+        inv = near * b_hi + (whole - near) * 10.0 ** -fit.far_log + (1 - whole) * b_lo
+    else:
+        h = hit_curve(fit.model, r, fit.theta)
+        inv = h * b_hi + (1 - h) * b_lo
+    return -np.log10(inv)
+
+
+def telling_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma: float,
+                  count: int = TELLING_SIZES) -> list[float]:
+    """Up to ``count`` sizes between ``low_bytes`` and ``high_bytes`` where the fall's leading
+    models (each with TELLING of the evidence, their capacities apart) draw curves furthest
+    apart (GAP apart, each where they part by HALF of the most); none when one model leads
+    alone or their curves part nowhere by CLEAR point sigmas."""
+    fits = [f for f in getattr(fall_fit, "fits", ()) if f.weight >= TELLING]
+    caps = [f.capacity_bytes for f in fits]
+    if len(fits) < 2 or max(caps) < APART * min(caps) or not high_bytes > low_bytes > 0:
+        return []
+    x = np.geomspace(low_bytes, high_bytes, 200)
+    w = np.array([f.weight for f in fits])
+    ys = np.array([predicted_log(f, x) for f in fits])
+    mean = w @ ys / w.sum()
+    part = np.sqrt(w @ (ys - mean) ** 2 / w.sum())
+    if not part.max() >= CLEAR * max(point_sigma, 1e-3):
+        return []
+    out: list[float] = []
+    lnx, least = np.log(x), HALF * float(part.max())
+    for _ in range(count):
+        i = int(np.argmax(part))
+        if not part[i] >= least:
+            break
+        out.append(float(x[i]))
+        part = np.where(np.abs(lnx - lnx[i]) < GAP, 0.0, part)
+    return sorted(out)
