@@ -144,6 +144,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
 
 SPLIT_OCTAVES = (0.25, 1.3)   # a far half spans from half the level's size to all of it
 SPLIT_ENDS = 0.6              # ... ending an octave past the near half, give or take this (falls' widths)
+SPLIT_PAST = 0.5              # a split level ends before the level below begins, give or take this (octaves)
 
 
 def _far_half(plateaus: list[Plateau]) -> bool:
@@ -169,6 +170,7 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
     ps = an.point_sigma or an.sigma
     est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, an.sigma, seed=i,
                             resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
+                            split_until_bytes=lo.size_lo_bytes * 2 ** SPLIT_PAST,
                             plateaus=(inside_level(curve, hi, upper=True, sigma=ps),
                                       inside_level(curve, lo, upper=False, sigma=ps)),
                             models=models)

@@ -60,7 +60,7 @@ def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> Cap
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
-                      resamples: int = BOOTSTRAP, split: bool = False, plateaus=None,
+                      resamples: int = BOOTSTRAP, split: bool = False, split_until_bytes: float = math.inf, plateaus=None,
                       models: tuple | None = None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``hi_log``/``lo_log``: the plateaus' levels from segmentation (the lower one may be one figure
@@ -77,6 +77,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
         lower_shape = 10.0 ** -(lo - float(np.median(lo)))
     point = noise_log if resample_sigma is None else resample_sigma
     fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
+                   split_until_bytes=split_until_bytes,
                    sigma_curve=noise_log, plateaus=plateaus, resamples=resamples,
                    models=[BY_MODEL[m] if isinstance(m, str) else m for m in models] if models else None)
     if fit is None:

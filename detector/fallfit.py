@@ -164,13 +164,14 @@ def _posterior(win: FallWindow, fits: list[ModelFit], sigma: float) -> tuple[np.
 
 
 def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False,
+             split_until_bytes: float = math.inf,
              sigma_curve: float | None = None, plateaus=None, models=None,
              resamples: int = RESAMPLES) -> FallFit | None:
     """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
-    the level may be split in two partitions with a slower far half (a model of its own);
-    ``resamples``: refits on fresh noise behind a shallow fit's repeatability (0: its curvature alone)."""
+    the level may be split in two partitions with a slower far half (a model of its own), ending
+    by ``split_until_bytes``; ``resamples``: refits on fresh noise behind a shallow fit's repeatability (0: its curvature alone)."""
     if len(sizes) < 4:
         return None
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
@@ -186,7 +187,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     fits = [refine_best(win, chosen[k], v) for k, v in starts.items()
             if min(f.rss for f in v) <= lead + HOPELESS * scale]
     if split:
-        fits += [f for f in (fit_split(win),) if f is not None]
+        fits += [f for f in (fit_split(win, until_bytes=split_until_bytes),) if f is not None]
     if not fits:
         return None
     by_name = {m.name: m for m in (*MODELS, SPLIT)}

@@ -56,16 +56,20 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     return np.where(ok, huber(e, win.delta).sum(-1), np.inf), c
 
 
-def fit_split(win: FallWindow) -> ModelFit | None:
+def fit_split(win: FallWindow, *, until_bytes: float = math.inf) -> ModelFit | None:
     """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
-    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both). The grid's
+    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both), C by
+    ``until_bytes``: a far half that ran on into the level below's plateau would be a tail of
+    partial hits (a random one's fits as two broad steps), not a half of this level. The grid's
     best is refined on a fine grid of C (at its width and the two beside it), whose curvature at
     the least gives the repeatability."""
+    top = math.log(until_bytes) if until_bytes > 0 else -math.inf
     lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
     best_rss = np.full(lnc.size, np.inf)
     best = None
     for (s,) in SPLIT.thetas():
         rss, c = _rss(win, lnc, s)
+        rss[lnc > top] = np.inf
         best_rss = np.minimum(best_rss, rss)
         i = int(np.argmin(rss))
         if np.isfinite(rss[i]) and (best is None or rss[i] < best[0]):
@@ -77,6 +81,7 @@ def fit_split(win: FallWindow) -> ModelFit | None:
     inv00 = None
     for s in (best[1] / WIDTH_STEP, best[1], best[1] * WIDTH_STEP):
         rss, c = _rss(win, fine, s)
+        rss[fine > top] = np.inf
         i = int(np.argmin(rss))
         if np.isfinite(rss[i]) and rss[i] <= best[0]:
             inv00 = profile_inv00(fine, rss, i)

@@ -107,3 +107,36 @@ def test_a_private_sweep_ending_in_a_random_tail_reads_memory_where_it_has_falle
         errors.append(next(lv for lv in det.levels if lv.name == "L1").capacity_bytes / truth - 1)
     assert sum(abs(e) < 0.05 for e in errors) >= 6, errors
     assert max(abs(e) for e in errors) < 0.3, errors
+
+
+def test_a_split_level_ends_before_the_level_below_begins():
+    """A random-replacement L2's tail, fitted as a split level of two broad halves, put the far
+    half's end inside the plateau of the level below: generated GPU 36 seed 1 (a 282 MiB L2 1.26x
+    over memory) read 372 MiB with the split model's 656 MiB at a third of the evidence; physics
+    GPU 12 seed 2 (a random page-coloured L2 of 35 MiB, 1.5x over a 298 MiB L3) read +113% (the
+    split's end at 88 MiB, the L3's plateau from 49 MiB). A split level now ends by half an
+    octave past where the level below begins."""
+    import gpu_generator
+    import physics_generator
+    from detect_caches.detector.splitfit import fit_split
+    from detect_caches.detector.fallwindow import FallWindow
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    for gen, gpu, seed, within in ((gpu_generator, 36, 1, 0.03), (physics_generator, 12, 2, 0.2)):
+        spec = dict(gen.draw_gpu(gpu), seed=seed)
+        _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None),
+                                     SessionOptions(peak_budget=0))
+        truth = dict(gen.expected_levels(spec))
+        l2 = next(lv for lv in det.levels if lv.name == "L2")
+        assert abs(l2.capacity_bytes / truth["L2"] - 1) < within, (gpu, l2.capacity_bytes, truth["L2"])
+    # the bound itself: no split reading past it, whatever fits best beyond
+    c = 64 * 2 ** 20
+    sizes = c * np.geomspace(0.3, 6, 48)
+    h = BY_NAME["random"].hit(sizes / c, ())
+    y = -np.log10(h / 2600 + (1 - h) / 2000) + np.random.default_rng(0).normal(0, 0.003, sizes.size)
+    win = FallWindow(sizes, y, None, 0.003)
+    free, held = fit_split(win), fit_split(win, until_bytes=1.5 * c)
+    assert held is None or held.capacity_bytes <= 1.5 * c * (1 + 1e-9)
+    assert free is None or held is None or free.rss <= held.rss + 1e-12
