@@ -63,10 +63,12 @@ def fit_split(win: FallWindow, *, until_bytes: float = math.inf) -> ModelFit | N
     partial hits (a random one's fits as two broad steps), not a half of this level. The grid's
     best is refined on a fine grid of C (at its width and the two beside it), whose curvature at
     the least gives the repeatability."""
-    top = math.log(until_bytes) if until_bytes > 0 else -math.inf
+    if math.isnan(until_bytes) or until_bytes <= 0:
+        raise ValueError(f"until_bytes must be a positive size or inf, not {until_bytes}")
     lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
     best_rss = np.full(lnc.size, np.inf)
     best = None
+    top = math.log(until_bytes)
     for (s,) in SPLIT.thetas():
         rss, c = _rss(win, lnc, s)
         rss[lnc > top] = np.inf

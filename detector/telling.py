@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from detect_caches.detector.fallfit import MAJOR
 from detect_caches.detector.hitmodels import hit_curve
 
-TELLING = 0.05       # models with this share of the evidence or more are told apart
-APART = 1.08         # ... when their capacities differ by more than this factor
+TELLING = MAJOR      # models with a share in the estimate are told apart ...
+CAPACITIES_APART = 1.08   # ... when their capacities differ by more than this factor
 TELLING_SIZES = 6    # sizes measured where they part most
 CLEAR = 0.5          # ... where their curves part by at least this many point sigmas (rms) ...
 HALF = 0.5           # ... each size where they part by at least this share of that most
@@ -38,7 +39,7 @@ def telling_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma:
     alone or their curves part nowhere by CLEAR point sigmas."""
     fits = [f for f in getattr(fall_fit, "fits", ()) if f.weight >= TELLING]
     caps = [f.capacity_bytes for f in fits]
-    if len(fits) < 2 or max(caps) < APART * min(caps) or not high_bytes > low_bytes > 0:
+    if len(fits) < 2 or max(caps) < CAPACITIES_APART * min(caps) or not high_bytes > low_bytes > 0:
         return []
     x = np.geomspace(low_bytes, high_bytes, 200)
     w = np.array([f.weight for f in fits])

@@ -185,32 +185,45 @@ def probe_level_peaks(session: SessionReport, levels, log: MeasurementLog, opts:
     return n
 
 
-REFINE_REPEATS = 2        # each size inside an uncertain capacity's interval measured this many times
+REFINE_REPEATS = 2        # each size an uncertain capacity asks for measured this many times
+
+
+def _shares(needs: list[int], budget: int) -> list[int]:
+    """Each request's share of ``budget``: the smallest needs served whole first, the rest split
+    evenly among the larger ones (a capacity asking for many sizes does not take the points of
+    one asking for few, and no budget is left while a request still wants more)."""
+    shares = [0] * len(needs)
+    left, waiting = budget, sorted(range(len(needs)), key=lambda k: needs[k])
+    while waiting:
+        k = waiting.pop(0)
+        shares[k] = min(needs[k], left // (len(waiting) + 1))
+        left -= shares[k]
+    return shares
 
 
 def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budget: int, on_point=None) -> int:
     """Measure again where a capacity is still uncertain (plain data from the detector: sweep
-    name and the sizes, in that sweep's x units, where more readings tell most), each size a few
-    times; the analysis runs again on every point. Returns the count."""
+    name and the sizes, in that sweep's x units, where more readings tell most), each size
+    REFINE_REPEATS times within the request's share of ``budget`` (_shares; smallest size first,
+    each repeated before the next); the analysis runs again on every point. Returns the count."""
     from detect_caches.measure.kernel_meta import round_to_granule
-    used = 0
     meter = session.meter
-    for k, (sweep, xs) in enumerate(requests):
+    plans = []
+    for sweep, xs in requests:
         config = session.configs.get(sweep)
         if config is None or meter is None:
             continue
         rows = 1 if sweep == "private" else config.rows(meter.device.facts.compute_units)
-        # each capacity its share of what is left: the first must not take the last one's points
-        until = used + (budget - used) // (len(requests) - k)
-        for size in sorted({round_to_granule(x / rows) for x in xs if x > 0}):
-            for _ in range(REFINE_REPEATS):
-                if used >= until:
-                    break
-                m = meter.measure(config, size, phase="refine")
-                log.append(m)
-                used += 1
-                if on_point is not None:
-                    on_point(m)
+        sizes = sorted({round_to_granule(x / rows) for x in xs if x > 0})
+        plans.append((config, [size for size in sizes for _ in range(REFINE_REPEATS)]))
+    used = 0
+    for (config, sizes), share in zip(plans, _shares([len(p[1]) for p in plans], budget)):
+        for size in sizes[:share]:
+            m = meter.measure(config, size, phase="refine")
+            log.append(m)
+            used += 1
+            if on_point is not None:
+                on_point(m)
     session.records = log.records
     session.method["interval_refine"] = {"measurements": session.method.get("interval_refine", {}).get(
         "measurements", 0) + used}

@@ -9,7 +9,7 @@ import pytest
 
 from detect_caches.detector.fallfit import fit_fall
 from detect_caches.detector.hitmodels import BY_NAME
-from detect_caches.detector.telling import APART, CLEAR, GAP, HALF, TELLING, TELLING_SIZES, predicted_log, telling_sizes
+from detect_caches.detector.telling import CAPACITIES_APART, CLEAR, GAP, HALF, TELLING, TELLING_SIZES, predicted_log, telling_sizes
 
 MIB = 2 ** 20
 
@@ -35,7 +35,7 @@ def test_sizes_lie_where_the_leading_models_part():
         caps = [f.capacity_bytes for f in lead]
         xs = telling_sizes(fit, low_bytes=sizes[0], high_bytes=sizes[-1], point_sigma=0.009)
         grid = np.geomspace(sizes[0], sizes[-1], 200)
-        if len(lead) < 2 or max(caps) < APART * min(caps):
+        if len(lead) < 2 or max(caps) < CAPACITIES_APART * min(caps):
             assert xs == []
             continue
         w = np.array([f.weight for f in lead])
@@ -76,6 +76,25 @@ def test_predicted_curve_is_the_fit():
     assert float(np.sqrt(np.mean((predicted_log(top, sizes) - y) ** 2))) < 0.006
 
 
+def test_predicted_curve_of_a_split_level_is_its_fit():
+    """A split level's curve (near half, far half, level below) as its fit drew it: the residuals
+    of its points against predicted_log sum to the fit's rss."""
+    from detect_caches.detector.fallwindow import FallWindow, huber
+    from detect_caches.detector.splitfit import fit_split
+    c = 60 * MIB
+    sizes = c * np.geomspace(0.2, 4.0, 48)
+    near = BY_NAME["hashed"].hit(2 * sizes / c, (0.03,))
+    whole = BY_NAME["hashed"].hit(sizes / c, (0.03,))
+    y = -np.log10(near / 10000 + (whole - near) / 7000 + (1 - whole) / 4000)
+    y = y + np.random.default_rng(2).normal(0, 0.003, sizes.size)
+    win = FallWindow(sizes, y, None, 0.003)
+    fit = fit_split(win)
+    assert fit is not None and abs(fit.capacity_bytes / c - 1) < 0.03
+    assert abs(10 ** fit.far_log / 7000 - 1) < 0.05
+    e = predicted_log(fit, sizes) - y
+    assert abs(float(huber(e, win.delta).sum()) - fit.rss) < 1e-9
+
+
 @pytest.mark.parametrize("gpu,seed,level", [(18, 2, "L2"), (33, 2, "L2"), (30, 2, "Infinity Cache"), (2, 1, "L1"),
                                              (27, 2, "L2"), (90, 1, "L3"), (71, 1, "L2"), (70, 2, "L2")])
 def test_physics_gpus_read_within_3_percent(gpu, seed, level):
@@ -94,17 +113,24 @@ def test_physics_gpus_read_within_3_percent(gpu, seed, level):
 
 
 def test_each_uncertain_capacity_gets_its_share_of_the_budget():
-    """Two capacities to refine and a budget for fewer points than both ask: each is measured
-    (the first took all of it before, the extra sizes past its onset made that likely)."""
-    from detect_caches.measure.session import SessionOptions, characterize, refine_intervals
+    """Capacities to refine and a budget for fewer points than they ask: the smaller asks are
+    served whole, the rest split evenly, none left unused (the first request took all of the
+    budget before, the extra sizes past its onset made that likely)."""
+    from detect_caches.measure.session import SessionOptions, _shares, characterize, refine_intervals
     from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile
     from detect_caches.records import MeasurementLog
+    assert _shares([28, 28], 20) == [10, 10]
+    assert _shares([28, 4], 24) == [20, 4]
+    assert _shares([4, 28, 12], 48) == [4, 28, 12] and _shares([4, 40, 12], 48) == [4, 32, 12]
+    assert _shares([10, 10, 10, 10], 3) == [0, 1, 1, 1]
     log = MeasurementLog(None)
     session = characterize(SimulatedGPU(load_profile("h200")), log, SessionOptions(peak_budget=0, latency_budget=0))
     before = len(log.records)
     requests = [("private", [float(x) for x in np.geomspace(150e3, 300e3, 14)]),
-                ("shared", [float(x) for x in np.geomspace(30 * MIB, 90 * MIB, 14)])]
+                ("shared", [float(x) for x in np.geomspace(30 * MIB, 90 * MIB, 2)]),
+                ("no such sweep", [1e6, 2e6])]
     used = refine_intervals(session, requests, log, 20, None)
     added = [r.sweep for r in log.records[before:]]
     assert used == len(added) == 20
-    assert added.count("private") == 10 and added.count("shared") == 10
+    assert added.count("private") == 16 and added.count("shared") == 4
+    assert session.method["interval_refine"]["measurements"] == 20
