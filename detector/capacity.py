@@ -60,8 +60,8 @@ def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> Cap
 
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
-                      resamples: int = BOOTSTRAP, split: bool = False, split_until_bytes: float = math.inf, plateaus=None,
-                      models: tuple | None = None) -> CapacityEstimate:
+                      resamples: int = BOOTSTRAP, split: bool = False, split_until_bytes: float = math.inf,
+                      plateaus=None, models: tuple | None = None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``hi_log``/``lo_log``: the plateaus' levels from segmentation (the lower one may be one figure
     per point: a level that is itself falling, whose shape then enters the fit); ``noise_log``:

@@ -171,7 +171,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
     the level may be split in two partitions with a slower far half (a model of its own), ending
-    by ``split_until_bytes``; ``resamples``: refits on fresh noise behind a shallow fit's repeatability (0: its curvature alone)."""
+    by ``split_until_bytes``; ``resamples``: refits on fresh noise behind a shallow fit's
+    repeatability (0: its curvature alone)."""
     if len(sizes) < 4:
         return None
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)

@@ -36,12 +36,18 @@ def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
         return out
 
 
+def split_hits(r: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(near half's hits, the whole level's) at ``r`` = size / C for the width ``s``: hashed
+    falls at C/2 and at C."""
+    whole = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
+    near = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+    return near, whole
+
+
 def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     """(rss, coefficients) of the split model at each ln C of ``lnc`` for the width ``s``: the
     three speeds (near, far, below) solved in closed form at each."""
-    r = np.exp(win.x[None, :] - lnc[:, None])
-    ht = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
-    hn = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+    hn, ht = split_hits(np.exp(win.x[None, :] - lnc[:, None]), s)
     X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
     A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
     b = np.einsum("mni,n,n->mi", X, win.v, win.w)

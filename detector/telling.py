@@ -7,6 +7,7 @@ import numpy as np
 
 from detect_caches.detector.fallfit import MAJOR
 from detect_caches.detector.hitmodels import hit_curve
+from detect_caches.detector.splitfit import split_hits
 
 TELLING = MAJOR      # models with a share in the estimate are told apart ...
 CAPACITIES_APART = 1.08   # ... when their capacities differ by more than this factor
@@ -21,9 +22,7 @@ def predicted_log(fit, sizes: np.ndarray) -> np.ndarray:
     r = np.asarray(sizes, dtype=float) / fit.capacity_bytes
     b_hi, b_lo = 10.0 ** -fit.hi_log, 10.0 ** -fit.lo_log
     if fit.model == "split" and fit.far_log is not None:
-        s = fit.theta[0]
-        whole = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
-        near = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
+        near, whole = split_hits(r, fit.theta[0])
         inv = near * b_hi + (whole - near) * 10.0 ** -fit.far_log + (1 - whole) * b_lo
     else:
         h = hit_curve(fit.model, r, fit.theta)
