@@ -8,8 +8,8 @@ of the best-supported model describes the fall.
 
 Three figures are kept apart: the estimate; the interval where the size can lie given the data
 (the models' profile likelihoods, mixed); and the repeatability, how much the estimate moves
-between runs of the same card (the spread of that mixture, and the size grid's step where the
-estimate is a measured size).
+between runs of the same card (the spread of that mixture, the size grid's step where the
+estimate is a measured size, and a rerun won by a model the estimate leaves out).
 """
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ refinement crowded into the fall.
 Models are weighed by their evidence (Akaike weights from each fit's residuals against the
 points' noise), so a fall between two shapes gets a capacity between their readings. The
 interval and the repeatability come from the models' profile likelihoods in C, mixed by the
-same weights.
+same weights; the repeatability also counts the models with too little evidence to move the
+estimate by how likely each is to win a rerun (a random tail 5 point variances behind a hashed
+fall wins about one rerun in eight, and then reads 25% off).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import numpy as np
 from detect_caches.detector.fallmodels import ModelFit, fit_model, refine, refine_best, ways_around
 from detect_caches.detector.fallwindow import FallWindow
 from detect_caches.detector.hitmodels import MODELS, crossing_ratio, hit_curve
-from detect_caches.detector.splitfit import SPLIT, fit_split
+from detect_caches.detector.splitfit import SPLIT, fit_split, split_inverse
 
 RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is resampled instead ...
 RESAMPLES = 12          # ... this many times
@@ -90,6 +92,38 @@ def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: 
             own = 0.0
         var += f.weight * (min(own, 1.0) ** 2 + (math.log(f.capacity_bytes) - lncap) ** 2)
     return math.sqrt(var / total) if total > 0 else 0.0
+
+
+def _fitted_log(win: FallWindow, f: ModelFit) -> np.ndarray:
+    """One model's fitted curve at the window's points (log10 GB/s), its speeds solved as the fit
+    solved them."""
+    r = np.exp(win.x - math.log(f.capacity_bytes))
+    if f.model == "split":
+        inv = split_inverse(win, math.log(f.capacity_bytes), f.theta[0])
+    else:
+        H = BY_MODEL[f.model].hit(r[None, :], f.theta)
+        _, c1, c2 = win.rss(H)
+        inv = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
+    return -np.log10(np.maximum(inv, 1e-300))
+
+
+def _flip_spread(win: FallWindow, fits: list[ModelFit], major: list[ModelFit], lncap: float,
+                 sigma: float) -> float:
+    """How far a rerun moves the estimate when a model with too little evidence to count in it wins
+    the rerun: its misfit behind the best, D point variances, moves on fresh noise by twice the
+    two curves' distance in point sigmas, so it wins with probability Phi(-D / (2 distance))."""
+    best = min(fits, key=lambda f: f.rss)
+    y_best = _fitted_log(win, best)
+    var = 0.0
+    for f in fits:
+        if f in major or abs(math.log(f.capacity_bytes) - lncap) < 1e-9:
+            continue
+        d = max(f.rss - best.rss, 0.0) / sigma ** 2
+        gap = np.clip(_fitted_log(win, f) - y_best, -win.delta, win.delta)   # capped as the rss is
+        apart = 2 * math.sqrt(float(np.sum(gap * gap))) / sigma
+        p = 0.5 * math.erfc(d / max(apart, 1e-9) / math.sqrt(2))
+        var += p * (math.log(f.capacity_bytes) - lncap) ** 2
+    return math.sqrt(var)
 
 
 def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int, model=None) -> float:
@@ -215,7 +249,9 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         tail = (1 - LEVEL) / 2
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
-    spread = _rerun_spread(win, major, lncap, sigma, resamples, chosen)
+    # ... and how far it moves when a model with too little evidence to count wins the rerun
+    spread = math.hypot(_rerun_spread(win, major, lncap, sigma, resamples, chosen),
+                        _flip_spread(win, fits, major, lncap, max(sigma_point, 1e-3)))
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
     for f in fits:

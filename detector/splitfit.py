@@ -62,6 +62,15 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     return np.where(ok, huber(e, win.delta).sum(-1), np.inf), c
 
 
+def split_inverse(win: FallWindow, lnc: float, s: float) -> np.ndarray:
+    """The split model's fitted inverse speeds at the window's points for one C and width, its
+    three speeds solved as the fit solves them."""
+    hn, ht = split_hits(np.exp(win.x - lnc), s)
+    X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)
+    _, c = _rss(win, np.array([lnc]), s)
+    return X @ c[0]
+
+
 def fit_split(win: FallWindow, *, until_bytes: float = math.inf) -> ModelFit | None:
     """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
     falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both), C by

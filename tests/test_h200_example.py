@@ -92,6 +92,9 @@ def test_fifth_session_runs_read_again_as_they_were_reported(run):
     for name in ("L1", "L2"):
         said = math.hypot(by[name].capacity_repeatability, reported[name]["capacity_repeatability"])
         assert abs(by[name].capacity_bytes / reported[name]["capacity_bytes"] - 1) <= max(3 * said, 1e-6)
+    # ... and a repeatability as small as the ten runs show (the L1 at 221 KiB in nine, the L2
+    # within 57-59.3 MiB): the models left out of the estimate win no rerun of this card
+    assert by["L1"].capacity_repeatability <= 0.02 and by["L2"].capacity_repeatability <= 0.05
 
 
 def test_fifth_session_l1_reads_221_kib_exactly_in_nearly_every_run():
