@@ -41,6 +41,7 @@ class CapacityEstimate:
     lo_log: float | None = None
     far_log: float | None = None   # a split level: its far half's speed
     fit: object = field(default=None, repr=False)   # detector.fallfit.FallFit, for refinement
+    flip_spread: float = 0.0       # of the repeatability, a rerun won by a model left out of the estimate
 
     @property
     def cliff(self) -> bool:
@@ -94,7 +95,8 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
                             repeatability=float(repeat), retained_bytes=retained,
                             width_octaves=float(info["width_octaves"]), fit_rms_log=rms, n_points=int(y.size),
                             shape_weights={k: round(v, 3) for k, v in fit.shape_weights().items()},
-                            hi_log=best.hi_log, lo_log=best.lo_log, far_log=best.far_log, fit=fit)
+                            hi_log=best.hi_log, lo_log=best.lo_log, far_log=best.far_log, fit=fit,
+                            flip_spread=fit.flip_spread)
 
 
 def _hits(best, sizes: np.ndarray) -> np.ndarray:

@@ -26,8 +26,9 @@ import numpy as np
 
 from detect_caches.detector.fallmodels import ModelFit, fit_model, refine, refine_best, ways_around
 from detect_caches.detector.fallwindow import FallWindow
+from detect_caches.detector.flips import flip_spread
 from detect_caches.detector.hitmodels import MODELS, crossing_ratio, hit_curve
-from detect_caches.detector.splitfit import SPLIT, fit_split, split_inverse
+from detect_caches.detector.splitfit import SPLIT, fit_split
 
 RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is resampled instead ...
 RESAMPLES = 12          # ... this many times
@@ -50,6 +51,7 @@ class FallFit:
     shape: str
     fits: list[ModelFit] = field(default_factory=list)
     sigma: float = 0.0              # the residual noise the weights were judged against
+    flip_spread: float = 0.0        # of the repeatability, a rerun won by a model left out of the estimate
 
     @property
     def best(self) -> ModelFit:
@@ -92,38 +94,6 @@ def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: 
             own = 0.0
         var += f.weight * (min(own, 1.0) ** 2 + (math.log(f.capacity_bytes) - lncap) ** 2)
     return math.sqrt(var / total) if total > 0 else 0.0
-
-
-def _fitted_log(win: FallWindow, f: ModelFit) -> np.ndarray:
-    """One model's fitted curve at the window's points (log10 GB/s), its speeds solved as the fit
-    solved them."""
-    r = np.exp(win.x - math.log(f.capacity_bytes))
-    if f.model == "split":
-        inv = split_inverse(win, math.log(f.capacity_bytes), f.theta[0])
-    else:
-        H = BY_MODEL[f.model].hit(r[None, :], f.theta)
-        _, c1, c2 = win.rss(H)
-        inv = c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u
-    return -np.log10(np.maximum(inv, 1e-300))
-
-
-def _flip_spread(win: FallWindow, fits: list[ModelFit], major: list[ModelFit], lncap: float,
-                 sigma: float) -> float:
-    """How far a rerun moves the estimate when a model with too little evidence to count in it wins
-    the rerun: its misfit behind the best, D point variances, moves on fresh noise by twice the
-    two curves' distance in point sigmas, so it wins with probability Phi(-D / (2 distance))."""
-    best = min(fits, key=lambda f: f.rss)
-    y_best = _fitted_log(win, best)
-    var = 0.0
-    for f in fits:
-        if f in major or abs(math.log(f.capacity_bytes) - lncap) < 1e-9:
-            continue
-        d = max(f.rss - best.rss, 0.0) / sigma ** 2
-        gap = np.clip(_fitted_log(win, f) - y_best, -win.delta, win.delta)   # capped as the rss is
-        apart = 2 * math.sqrt(float(np.sum(gap * gap))) / sigma
-        p = 0.5 * math.erfc(d / max(apart, 1e-9) / math.sqrt(2))
-        var += p * (math.log(f.capacity_bytes) - lncap) ** 2
-    return math.sqrt(var)
 
 
 def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int, model=None) -> float:
@@ -250,8 +220,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
     # ... and how far it moves when a model with too little evidence to count wins the rerun
-    spread = math.hypot(_rerun_spread(win, major, lncap, sigma, resamples, chosen),
-                        _flip_spread(win, fits, major, lncap, max(sigma_point, 1e-3)))
+    flip = flip_spread(win, fits, major, lncap, max(sigma_point, 1e-3))
+    spread = math.hypot(_rerun_spread(win, major, lncap, sigma, resamples, chosen), flip)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
     for f in fits:
@@ -263,7 +233,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
             low = min(low, float(below[-1]) if below.size else f.capacity_bytes)
     low, high = min(low, cap * (1 - FLOOR)), max(high, cap * (1 + FLOOR))
     top = max(fits, key=lambda f: f.weight)
-    return FallFit(cap, low, high, spread, MODEL_SHAPES[top.model], fits, sigma)
+    return FallFit(cap, low, high, spread, MODEL_SHAPES[top.model], fits, sigma, flip)
 
 
 def describe(fit: FallFit, sizes: np.ndarray) -> dict:
