@@ -42,7 +42,7 @@ def run_one(args) -> dict:
     t_measure = time.perf_counter() - t - analysis_s
     return {"gpu": k, "seed": seed, "truth": gen.expected_levels(spec),
             "found": [(lv.name, lv.capacity_bytes, lv.capacity_low_bytes, lv.capacity_high_bytes, lv.fall_shape,
-                       lv.capacity_repeatability) for lv in det.levels],
+                       lv.capacity_repeatability, lv.transition_width_octaves) for lv in det.levels],
             "points": len(log.records), "analysis_s": analysis_s, "measure_s": t_measure,
             "shapes": {lv["name"]: lv.get("physics", lv.get("transition", ""))
                        + (" split" if lv.get("far_bandwidth_gbs") else "")

@@ -21,6 +21,10 @@ CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a reso
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
                          # land in changes with each allocation (an H200's L2 spread more over runs
                          # than each run's resampling said)
+MISFIT_SPAN = 0.04       # a capacity's interval reaches at least this share of its fall's span (97% to
+                         # 20% hits, ln size) either side, a fifth of a hashed fall's logistic width:
+                         # where a real cache's bytes sit in a broad fall no model of the family pins
+                         # closer (physics GPUs' page-coloured, tree-PLRU falls read 0.5-1.8% small)
 POOLED_POINTS = 5        # a plateau's scatter weighs as if this many more points showed the sweep's
                          # pooled plateau scatter
 
@@ -75,8 +79,10 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     # on the grid the sweep measured on: no finer than a size step it could take
     grid = max(size_grid(an) * scale, 1.0)
     level.capacity_bytes = int(round(est.capacity_bytes * scale / grid) * grid)
-    level.capacity_low_bytes = int(math.floor(est.low_bytes * scale / grid) * grid)
-    level.capacity_high_bytes = int(math.ceil(est.high_bytes * scale / grid) * grid)
+    reach = math.exp(MISFIT_SPAN * est.width_octaves * math.log(2))
+    low, high = min(est.low_bytes, est.capacity_bytes / reach), max(est.high_bytes, est.capacity_bytes * reach)
+    level.capacity_low_bytes = int(math.floor(low * scale / grid) * grid)
+    level.capacity_high_bytes = int(math.ceil(high * scale / grid) * grid)
     level.onset_bytes = int(round(est.onset_bytes * scale))
     level.half_hit_bytes = int(round(est.half_hit_bytes * scale)) if est.half_hit_bytes else None
     level.transition_width_octaves = round(est.width_octaves, 3)
