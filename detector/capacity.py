@@ -21,6 +21,10 @@ import numpy as np
 from detect_caches.detector.fallfit import BY_MODEL, RESAMPLES, describe, fit_fall
 
 BOOTSTRAP = RESAMPLES   # refits behind a shallow fit's repeatability (0 where nobody reads it)
+MISFIT_SPAN = 0.04       # a logistic fall's reported interval reaches at least this share of its span
+                         # (97% to 20% hits, ln size) either side, a fifth of its logistic width: physics
+                         # GPUs' page-coloured, tree-PLRU falls of 0.7-1 octave read 0.5-1.8% small
+MISFIT_SHAPES = ("hashed-set fall", "split level (near and far half)")
 
 
 @dataclass
@@ -46,6 +50,22 @@ class CapacityEstimate:
     @property
     def cliff(self) -> bool:
         return self.shape.startswith("cliff")
+
+    @property
+    def noise_repeatability(self) -> float:
+        """The repeatability less a rerun won by a model left out of the estimate: what more points
+        or a clearer fall would shrink (refining and the confidence read this)."""
+        return math.sqrt(max(self.repeatability ** 2 - self.flip_spread ** 2, 0.0))
+
+    @property
+    def interval_bytes(self) -> tuple[float, float]:
+        """The interval as reported: a hashed-set fall's or a split level's reaches at least
+        MISFIT_SPAN of the fall's span either side (where in a broad logistic fall a real cache's
+        bytes sit, no model of the family pins closer)."""
+        if self.shape not in MISFIT_SHAPES:
+            return self.low_bytes, self.high_bytes
+        reach = math.exp(MISFIT_SPAN * self.width_octaves * math.log(2))
+        return min(self.low_bytes, self.capacity_bytes / reach), max(self.high_bytes, self.capacity_bytes * reach)
 
 
 def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> CapacityEstimate:

@@ -98,8 +98,8 @@ def _row(carveout_kib, pct, rows, chase, window, *, driver_default=False) -> Car
     est, bw = first_fall(rows, window)
     cap = est.capacity_bytes if est is not None else None
     return CarveoutL1(carveout_kib, pct, None if cap is None else int(round(cap)),
-                      None if est is None else int(round(est.low_bytes)),
-                      None if est is None else int(round(est.high_bytes)),
+                      None if est is None else int(round(est.interval_bytes[0])),
+                      None if est is None else int(round(est.interval_bytes[1])),
                       None if bw is None else round(float(bw), 1), _latency(chase, cap),
                       est.shape if est is not None else "", cap is not None, driver_default, len(rows))
 

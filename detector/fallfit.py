@@ -10,9 +10,8 @@ refinement crowded into the fall.
 Models are weighed by their evidence (Akaike weights from each fit's residuals against the
 points' noise), so a fall between two shapes gets a capacity between their readings. The
 interval and the repeatability come from the models' profile likelihoods in C, mixed by the
-same weights; the repeatability also counts the models with too little evidence to move the
-estimate by how likely each is to win a rerun (a random tail 5 point variances behind a hashed
-fall wins about one rerun in eight, and then reads 25% off).
+same weights; the repeatability also counts each model by how likely it is to win a rerun
+(detector.flips: generated GPU 24's random L2, a hashed-set fall 20% larger on one seed of eight).
 """
 from __future__ import annotations
 
@@ -34,7 +33,8 @@ RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is 
 RESAMPLES = 12          # ... this many times
 HOPELESS = 100.0        # a model's best start this many squared point sigmas behind is not polished
 COMMON_GRID = 480       # the grid the models' profile likelihoods are mixed on
-MAJOR = 0.05            # models below this evidence share leave the point estimate and repeatability
+MAJOR = 0.05            # models below this evidence share leave the point estimate (and count in the
+                        # repeatability only as likely to win a rerun: detector.flips)
 MINOR = 0.02            # ... and below this, the interval
 LEVEL = 0.98            # two-sided interval of the capacity
 FLOOR = 0.005           # ... at least this wide each side: where the models put C in a hashed
@@ -211,7 +211,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     lncap = float(sum(f.weight * math.log(f.capacity_bytes) for f in major) / total)
     # the interval: the models with a few percent of the evidence, their profile likelihoods
     # mixed; the repeatability: how far a rerun moves the estimate (a 3% model far off widens
-    # where the size may lie, not a rerun's reading)
+    # where the size may lie, and moves a rerun's reading as often as noise lets it win one)
     grid, post = _posterior(win, [f for f in fits if f.weight >= MINOR], sigma)
     low = high = math.exp(lncap)
     if post.sum() > 0:
@@ -220,7 +220,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         low = math.exp(float(np.interp(tail, cdf, grid)))
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
     # ... and how far it moves when a model with too little evidence to count wins the rerun
-    flip = flip_spread(win, fits, major, lncap, max(sigma_point, 1e-3))
+    flip = flip_spread(win, fits, major, lncap, sigma_fit=sigma, sigma_point=max(sigma_point, 1e-3),
+                       n_params={k: m.n_params for k, m in by_name.items()})
     spread = math.hypot(_rerun_spread(win, major, lncap, sigma, resamples, chosen), flip)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size

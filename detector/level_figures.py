@@ -21,10 +21,6 @@ CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a reso
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
                          # land in changes with each allocation (an H200's L2 spread more over runs
                          # than each run's resampling said)
-MISFIT_SPAN = 0.04       # a capacity's interval reaches at least this share of its fall's span (97% to
-                         # 20% hits, ln size) either side, a fifth of a hashed fall's logistic width:
-                         # where a real cache's bytes sit in a broad fall no model of the family pins
-                         # closer (physics GPUs' page-coloured, tree-PLRU falls read 0.5-1.8% small)
 POOLED_POINTS = 5        # a plateau's scatter weighs as if this many more points showed the sweep's
                          # pooled plateau scatter
 
@@ -38,7 +34,7 @@ def confidence(an: SweepAnalysis, step_index: int) -> float:
     e = st.estimate
     rel_width = math.log2(max(e.high_bytes, 1) / max(e.low_bytes, 1))
     c = (1 - math.exp(-z / 8)) / (1 + 1.5 * rel_width) / (1 + 10 * max(e.fit_rms_log - 2 * an.sigma, 0))
-    c /= 1 + 10 * e.repeatability
+    c /= 1 + 10 * e.noise_repeatability
     if not an.segmentation.cross_checked:
         c *= 0.8
     near = (an.curve.size_bytes >= e.low_bytes) & (an.curve.size_bytes <= e.high_bytes)
@@ -79,8 +75,7 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     # on the grid the sweep measured on: no finer than a size step it could take
     grid = max(size_grid(an) * scale, 1.0)
     level.capacity_bytes = int(round(est.capacity_bytes * scale / grid) * grid)
-    reach = math.exp(MISFIT_SPAN * est.width_octaves * math.log(2))
-    low, high = min(est.low_bytes, est.capacity_bytes / reach), max(est.high_bytes, est.capacity_bytes * reach)
+    low, high = est.interval_bytes
     level.capacity_low_bytes = int(math.floor(low * scale / grid) * grid)
     level.capacity_high_bytes = int(math.ceil(high * scale / grid) * grid)
     level.onset_bytes = int(round(est.onset_bytes * scale))

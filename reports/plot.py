@@ -52,7 +52,7 @@ def _draw_sweep(ax, detection: Detection, sweep: str, vendor: str | None) -> lis
         e, col = st.estimate, level_color(owner)
         lv = levels[owner] if owner is not None else None
         if lv is not None and lv.sweep == sweep and lv.capacity_bytes:
-            ax.axvspan(e.low_bytes, e.high_bytes, color=col, alpha=0.22, lw=0)
+            ax.axvspan(*e.interval_bytes, color=col, alpha=0.22, lw=0)
             ax.axvline(e.capacity_bytes, color=col, ls="--", lw=1.6, zorder=2)
             scope = {"per_cu": f" per {unit_word(vendor)}", "per_xcd": " per XCD"}.get(lv.scope, "")
             labels.append(("capacity", f"{lv.name} {fmt_bytes(lv.capacity_bytes)}{scope}", col, e.capacity_bytes))

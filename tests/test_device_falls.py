@@ -159,12 +159,12 @@ def test_a_broad_physical_fall_has_an_interval_that_holds_its_size():
     octaves; the hashed-set fall's middle reads it 146 MiB, and the fit's interval (143.7-146.5
     MiB: the models agree) missed it. Where a real cache's bytes sit in a broad fall no model of the
     family pins closer than a fifth of its logistic width, so the interval reaches that far
-    (detector.level_figures.MISFIT_SPAN): of 875 physics intervals over 4 seeds, 11.4% missed the
+    (detector.capacity.MISFIT_SPAN): of 875 physics intervals over 4 seeds, 11.4% missed the
     truth before, 4.3% now."""
     import math
 
     import physics_generator
-    from detect_caches.detector.level_figures import MISFIT_SPAN
+    from detect_caches.detector.capacity import MISFIT_SPAN
     from detect_caches.measure.session import SessionOptions
     from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
     from detect_caches.pipeline.sweep_detect import sweep_and_detect
