@@ -236,8 +236,8 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
         for st in an.steps:
             e = st.estimate
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than
-            # noise within the models, not a model left out winning a rerun: measured again for
-            # that too, physics GPU 46 seed 1's random L2 read +9.5% where it read within 3%
+            # noise within the models, not a model left out winning a rerun (refined for that too,
+            # physics GPU 46 seed 1's random L2 read +9.5%, within 3% without)
             if wide and e.noise_repeatability >= noisier_than:
                 # most where the fall begins (what places a decline's or a tail's start), two past it
                 top = min(e.high_bytes, e.capacity_bytes * 1.3)
