@@ -26,8 +26,8 @@ import numpy as np
 from detect_caches.detector.fallmodels import ModelFit, fit_model, refine, refine_best, ways_around
 from detect_caches.detector.fallwindow import FallWindow
 from detect_caches.detector.flips import flip_spread
-from detect_caches.detector.hitmodels import MODELS, crossing_ratio, hit_curve
-from detect_caches.detector.splitfit import SPLIT, fit_split
+from detect_caches.detector.hitmodels import MODELS, SPLIT_HALVES, crossing_ratio, hit_curve
+from detect_caches.detector.splitfit import SPLITS, fit_split
 
 RESAMPLE_ABOVE = 0.03   # a model whose curvature says more than this (ln C) is resampled instead ...
 RESAMPLES = 12          # ... this many times
@@ -68,7 +68,7 @@ class FallFit:
 MODEL_SHAPES = {m.name: m.shape for m in MODELS}
 ONSET = {m.name for m in MODELS if m.onset}
 BY_MODEL = {m.name: m for m in MODELS}
-MODEL_SHAPES["split"] = "split level (near and far half)"
+MODEL_SHAPES.update({m.name: m.shape for m in SPLITS.values()})
 
 
 def _rerun_spread(win: FallWindow, majors: list[ModelFit], lncap: float, sigma: float,
@@ -148,7 +148,7 @@ def _posterior(win: FallWindow, fits: list[ModelFit], sigma: float) -> tuple[np.
     total = np.zeros_like(grid)
     for f in fits:
         lnc, rss = f.profile
-        if f.model != "split" and next(m for m in MODELS if m.name == f.model).onset:
+        if f.model in ONSET:
             # C anywhere from a measured size to the next: the same fit
             idx = np.searchsorted(lnc, grid, side="right") - 1
             prof = np.where((idx >= 0) & (grid < win.x[-1]), rss[np.clip(idx, 0, lnc.size - 1)], np.inf)
@@ -192,14 +192,14 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     fits = [refine_best(win, chosen[k], v) for k, v in starts.items()
             if min(f.rss for f in v) <= lead + HOPELESS * scale]
     if split:
-        fits += [f for f in (fit_split(win, until_bytes=split_until_bytes),) if f is not None]
+        fits += [f for f in (fit_split(win, until_bytes=split_until_bytes, model=m) for m in SPLITS) if f is not None]
     if not fits:
         return None
-    by_name = {m.name: m for m in (*MODELS, SPLIT)}
+    by_name = {m.name: m for m in (*MODELS, *SPLITS.values())}
     best = min(fits, key=lambda f: f.rss)
     dof = max(win.x.size - by_name[best.model].n_params, 1)
     sigma = max(math.sqrt(best.rss / dof), 0.7 * sigma_point, 1e-3)
-    scores = np.array([f.rss / sigma ** 2 + 2 * by_name[f.model].n_params for f in fits])
+    scores = np.array([f.rss / sigma ** 2 + by_name[f.model].penalty for f in fits])
     weights = np.exp(-(scores - scores.min()) / 2)
     weights /= weights.sum()
     for f, w in zip(fits, weights):
@@ -221,7 +221,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         high = math.exp(float(np.interp(1 - tail, cdf, grid)))
     # ... and how far it moves when a model with too little evidence to count wins the rerun
     flip = flip_spread(win, fits, major, lncap, sigma_fit=sigma, sigma_point=max(sigma_point, 1e-3),
-                       n_params={k: m.n_params for k, m in by_name.items()})
+                       penalty={k: m.penalty for k, m in by_name.items()})
     spread = math.hypot(_rerun_spread(win, major, lncap, sigma, resamples, chosen), flip)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size
@@ -241,8 +241,8 @@ def describe(fit: FallFit, sizes: np.ndarray) -> dict:
     """Secondary figures of the best model: the last measured size served whole (97%), where
     half the data still hits, and the fall's width from 97% to 20% hits (octaves)."""
     top = fit.best
-    if top.model == "split":    # the whole level, read as the hashed fall at its end
-        top = ModelFit("hashed", top.theta, top.capacity_bytes, top.rss, top.hi_log, top.lo_log)
+    if top.model in SPLITS:     # the whole level, read as its halves' fall at its end
+        top = ModelFit(SPLIT_HALVES[top.model], top.theta, top.capacity_bytes, top.rss, top.hi_log, top.lo_log)
     cap = top.capacity_bytes
     h = hit_curve(top.model, np.asarray(sizes, dtype=float) / cap, top.theta)
     whole = np.asarray(sizes)[h >= 0.97]

@@ -29,8 +29,6 @@ class ModelFit:
 
 
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
-CONTINUOUS_ONSET = ("random",)   # onset models whose hit rate leaves 100% continuously at C (modulo
-                                # does too, but its linear fall then passes for a narrow hashed one: the H200 L2)
 REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
 VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
@@ -98,7 +96,7 @@ def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     hi = [g[-1] for g in model.grids]
     lnc = math.log(fit.capacity_bytes)
     gap = win.x[win.x > lnc + 1e-9]
-    c_free = not model.onset or (model.name in CONTINUOUS_ONSET and gap.size > 0)   # C among the parameters
+    c_free = not model.onset or (model.between_sizes and gap.size > 0)   # C among the parameters
     if model.onset and c_free:
         # hit rates that leave 100% continuously at C: the points past it place C between the
         # measured sizes around the grid's choice (a sparse grid would hold C at a measured size)

@@ -14,14 +14,14 @@ import numpy as np
 from detect_caches.detector.fallmodels import ModelFit
 from detect_caches.detector.fallwindow import FallWindow
 from detect_caches.detector.hitmodels import BY_NAME
-from detect_caches.detector.splitfit import split_inverse
+from detect_caches.detector.splitfit import SPLITS, split_inverse
 
 
 def _residuals(win: FallWindow, f: ModelFit) -> np.ndarray:
     """The points less one model's fitted curve (log10 GB/s), its speeds solved as the fit solved
     them."""
-    if f.model == "split":
-        inv = split_inverse(win, math.log(f.capacity_bytes), f.theta[0])
+    if f.model in SPLITS:
+        inv = split_inverse(win, math.log(f.capacity_bytes), f.theta[0], f.model)
     else:
         H = BY_NAME[f.model].hit(np.exp(win.x - math.log(f.capacity_bytes))[None, :], f.theta)
         _, c1, c2 = win.rss(H)
@@ -30,16 +30,17 @@ def _residuals(win: FallWindow, f: ModelFit) -> np.ndarray:
 
 
 def flip_spread(win: FallWindow, fits: list[ModelFit], major: list[ModelFit], lncap: float, *,
-                sigma_fit: float, sigma_point: float, n_params: dict) -> float:
+                sigma_fit: float, sigma_point: float, penalty: dict) -> float:
     """How far a rerun moves the estimate ``lncap`` (1 sigma, ln C) when another model wins it.
-    Models are weighed by score = rss / sigma_fit^2 + 2 parameters (detector.fallfit); one behind
+    Models are weighed by score = rss / sigma_fit^2 + ``penalty`` (two a parameter and a prior:
+    detector.hitmodels.HitModel.penalty, by model name; detector.fallfit); one behind
     the leading model by D wins when fresh noise of ``sigma_point`` (log10) turns D, which moves
     by 2 sigma_point |g| / sigma_fit^2 (g: the two models' residuals' difference at the points
     neither one's cap holds: past the cap noise moves nothing), so with probability
     Phi(-D / that), and then reads its own C. A model in ``major`` already counts its weight in
     the estimate's spread: only a probability above that adds here."""
     def score(f: ModelFit) -> float:
-        return f.rss / sigma_fit ** 2 + 2 * n_params[f.model]
+        return f.rss / sigma_fit ** 2 + penalty[f.model]
 
     lead = min(fits, key=score)
     e_lead = _residuals(win, lead)

@@ -23,11 +23,12 @@ the whole fall.
   set's load n / A, averaged over the loads (a line's set holds 1 + Poisson(A r) lines).
 
 ``onset`` models serve everything up to C: their C is the last size served whole, a measured
-size (random replacement's, whose hit rate leaves 100% continuously, is placed between measured
-sizes by the points past it); the others have C inside the fall.
+size (random replacement's and modulo's, whose hit rates leave 100% continuously, are placed
+between measured sizes by the points past it); the others have C inside the fall.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -43,11 +44,22 @@ class HitModel:
     shape: str                                  # how the report describes a fall of this kind
     onset: bool                                 # h = 1 up to C
     grids: tuple[tuple[float, ...], ...] = ()   # shape parameters, each on a grid
+    speeds: int = 2                             # plateau speeds it solves (a split level: 3)
+    prior_score: float = 0.0                    # evidence it must win by, beside its parameters' (a
+                                                # split level's broad halves: detector.splitfit)
+    between_sizes: bool = False                 # an onset model whose C the points past it place
+                                                # between measured sizes (its hits leave 100% continuously)
 
     @property
     def n_params(self) -> int:
-        """Free parameters: C, the two plateau speeds and the shape parameters."""
-        return 3 + len(self.grids)
+        """Free parameters: C, the speeds and the shape parameters."""
+        return 1 + self.speeds + len(self.grids)
+
+    @property
+    def penalty(self) -> float:
+        """What the model's score adds to its misfit (rss / sigma^2): Akaike's two a parameter,
+        and its prior score."""
+        return 2.0 * self.n_params + self.prior_score
 
     def thetas(self) -> list[tuple[float, ...]]:
         return list(itertools.product(*self.grids)) if self.grids else [()]
@@ -147,12 +159,15 @@ HIT = {"lru": _lru, "modulo": _modulo, "cliff_tail": _cliff_tail, "cliff_shelf":
 
 MODELS = (
     HitModel("lru", "cliff", True),
-    HitModel("modulo", "cliff, sets overflowing one by one", True, (tuple(float(2 ** k) for k in range(1, 8)),)),
+    # modulo's sets overflow one by one from C: held at a measured size, a modulo L1 whose first
+    # size past C ran 4% slow read 2-10% large, as a hashed fall's middle (physics GPUs 18, 22, 97)
+    HitModel("modulo", "cliff, sets overflowing one by one", True, (tuple(float(2 ** k) for k in range(1, 8)),),
+             between_sizes=True),
     HitModel("cliff_tail", "cliff, then partial hits", True,
              (tuple(np.round(np.linspace(0.05, 0.95, 10), 4)), tuple(np.round(np.geomspace(0.4, 6.0, 8), 4)))),
     HitModel("cliff_shelf", "cliff, then partial hits", True,
              (tuple(np.round(np.linspace(0.1, 0.95, 10), 4)), tuple(np.round(np.geomspace(1.1, 3.0, 10), 4)))),
-    HitModel("random", "random-replacement tail", True),
+    HitModel("random", "random-replacement tail", True, between_sizes=True),
     HitModel("plru", "decline, then collapse", False,
              (tuple(np.round(np.geomspace(0.15, 1.5, 8), 4)), tuple(np.round(np.geomspace(1.25, 3.2, 11), 4)))),
     # the logistic's width up to 0.125, a 24-way LRU cache's: a broader fall is few-way LRU or
@@ -165,16 +180,24 @@ BY_NAME = {m.name: m for m in MODELS}
 # device caches (an L2, a last-level cache) have 8 ways or more: a fall as broad as a 4-way LRU
 # cache's is what random replacement draws too, with C half again smaller, so only random
 # replacement keeps it (physics GPU 19 seed 2: a 4-way LRU fit read its random L2 27% large)
+# ... and hash their lines over slices and sets: address-bit sets (modulo) are a per-SM/CU cache's,
+# and a device fall's modulo reading, a narrow fall's stand-in, keeps its C at a measured size
+# (with C free, the H200 L2's hashed fall read as sets overflowing one by one)
 DEVICE_MIN_WAYS = 8
 DEVICE_MODELS = tuple(
-    HitModel(m.name, m.shape, m.onset, (tuple(a for a in m.grids[0] if a >= DEVICE_MIN_WAYS),))
-    if m.name in ("ways", "random_ways") else m
+    dataclasses.replace(m, grids=(tuple(a for a in m.grids[0] if a >= DEVICE_MIN_WAYS),))
+    if m.name in ("ways", "random_ways") else dataclasses.replace(m, between_sizes=False) if m.name == "modulo" else m
     for m in MODELS if m.name in ("lru", "modulo", "random", "hashed", "ways", "random_ways"))
 
 
+SPLIT_HALVES = {"split": "hashed", "split_ways": "ways", "split_random": "random_ways"}   # how each
+                                # split level's halves fall (detector.splitfit)
+
+
 def hit_curve(name: str, r: np.ndarray, theta: tuple[float, ...]) -> np.ndarray:
-    """The model's hit rate; a split level's is the whole level's hashed fall at its end."""
-    return BY_NAME["hashed" if name == "split" else name].hit(r, theta)
+    """The model's hit rate; a split level's is the whole level's fall at its end, as its halves
+    fall (SPLIT_HALVES: detector.splitfit)."""
+    return BY_NAME[SPLIT_HALVES.get(name, name)].hit(r, theta)
 
 
 def crossing_ratio(name: str, theta: tuple[float, ...], level: float) -> float | None:

@@ -8,17 +8,31 @@ import numpy as np
 
 from detect_caches.detector.fallmodels import SMOOTH_GRID, ModelFit, profile_inv00
 from detect_caches.detector.fallwindow import FallWindow, huber
-from detect_caches.detector.hitmodels import HitModel
+from detect_caches.detector.hitmodels import BY_NAME, DEVICE_MIN_WAYS, SPLIT_HALVES, HitModel
 
 # each half of a split level falls as the hashed model's fall may, up to about its widest (0.12 on
 # the grid, 0.14 in the fine step: an LRU cache of some 16-24 ways; held to 0.08, split L2s of
 # tree-PLRU or page-coloured halves read 40-53% small): a broader two-step "split" would stand
 # for a smooth tail of partial hits, which other models describe
 SPLIT = HitModel("split", "split level (near and far half)", False,
-                 (tuple(np.round(np.geomspace(0.006, 0.12, 10), 5)),))
+                 (tuple(np.round(np.geomspace(0.006, 0.12, 10), 5)),), speeds=3)
+# ... or as a device cache of 8 ways or more: LRU over hashed sets, or random replacement over
+# them (physics GPUs 88, 149, 161: split L2s of random or 8-way LRU halves read 13-45% small as one
+# random fall). Halves this broad fit a random tail in one piece as well (the near half its fall,
+# the far half its tail, C 1.5-2.5x the size: physics GPUs 26, 68, 89, 147 read +35% to +155%), so
+# they must fit better by SPLIT_CHOICE in score (rss / sigma^2) than every model of one fall
+SPLIT_CHOICE = 20.0
+_WAYS = tuple(float(DEVICE_MIN_WAYS * 2 ** (k / 2)) for k in range(9))   # half a doubling apart: a
+                                # random fall's ways move its C as much as its C does
+SPLIT_WAYS = HitModel("split_ways", SPLIT.shape, False, (_WAYS[:7],), speeds=3, prior_score=SPLIT_CHOICE)
+SPLIT_RANDOM = HitModel("split_random", SPLIT.shape, False, (_WAYS,), speeds=3, prior_score=SPLIT_CHOICE)
+SPLITS = {m.name: m for m in (SPLIT, SPLIT_WAYS, SPLIT_RANDOM)}
 SPLIT_APART = 1.1       # the far half's speed at least this far from both neighbours
 FINE = 41               # C candidates across two grid steps around the grid's best
 WIDTH_STEP = 1.18       # ... at its width and this factor either side (half the width grid's step)
+STEP = {"split": WIDTH_STEP, "split_ways": 2 ** 0.25, "split_random": 2 ** 0.25}   # ... or ways
+STARTS = {"split": 1, "split_ways": 3, "split_random": 3}   # the grid's best shapes refined (a random
+                                # fall's ways and C trade: 8 ways at 1.2 C against 12 at 1.05 C)
 
 
 def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -36,18 +50,17 @@ def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
         return out
 
 
-def split_hits(r: np.ndarray, s: float) -> tuple[np.ndarray, np.ndarray]:
-    """(near half's hits, the whole level's) at ``r`` = size / C for the width ``s``: hashed
-    falls at C/2 and at C."""
-    whole = 1.0 / (1.0 + np.exp(np.clip(np.log(r) / s, -700, 700)))
-    near = 1.0 / (1.0 + np.exp(np.clip(np.log(2 * r) / s, -700, 700)))
-    return near, whole
+def split_hits(r: np.ndarray, s: float, model: str = "split") -> tuple[np.ndarray, np.ndarray]:
+    """(near half's hits, the whole level's) at ``r`` = size / C for the shape ``s`` (a width, or
+    ways): ``model``'s half falls (hitmodels.SPLIT_HALVES) at C/2 and at C."""
+    half = BY_NAME[SPLIT_HALVES[model]]
+    return half.hit(2 * r, (s,)), half.hit(r, (s,))
 
 
-def _rss(win: FallWindow, lnc: np.ndarray, s: float):
-    """(rss, coefficients) of the split model at each ln C of ``lnc`` for the width ``s``: the
+def _rss(win: FallWindow, lnc: np.ndarray, s: float, model: str = "split"):
+    """(rss, coefficients) of the split model at each ln C of ``lnc`` for the shape ``s``: the
     three speeds (near, far, below) solved in closed form at each."""
-    hn, ht = split_hits(np.exp(win.x[None, :] - lnc[:, None]), s)
+    hn, ht = split_hits(np.exp(win.x[None, :] - lnc[:, None]), s, model)
     X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
     A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
     b = np.einsum("mni,n,n->mi", X, win.v, win.w)
@@ -62,18 +75,19 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float):
     return np.where(ok, huber(e, win.delta).sum(-1), np.inf), c
 
 
-def split_inverse(win: FallWindow, lnc: float, s: float) -> np.ndarray:
-    """The split model's fitted inverse speeds at the window's points for one C and width, its
+def split_inverse(win: FallWindow, lnc: float, s: float, model: str = "split") -> np.ndarray:
+    """The split model's fitted inverse speeds at the window's points for one C and shape, its
     three speeds solved as the fit solves them."""
-    hn, ht = split_hits(np.exp(win.x - lnc), s)
+    hn, ht = split_hits(np.exp(win.x - lnc), s, model)
     X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)
-    _, c = _rss(win, np.array([lnc]), s)
+    _, c = _rss(win, np.array([lnc]), s, model)
     return X @ c[0]
 
 
-def fit_split(win: FallWindow, *, until_bytes: float = math.inf) -> ModelFit | None:
+def fit_split(win: FallWindow, *, until_bytes: float = math.inf, model: str = "split") -> ModelFit | None:
     """A level in two partitions whose far half serves slower (an NVIDIA L2): the near half
-    falls at C/2 onto the far half's speed, the whole level at C (hashed sets in both), C by
+    falls at C/2 onto the far half's speed, the whole level at C (``model``, one of SPLITS: both
+    halves LRU over hashed sets as a logistic or of some ways, or random replacement over them), C by
     ``until_bytes``: a far half that ran on into the level below's plateau would be a tail of
     partial hits (a random one's fits as two broad steps), not a half of this level. The grid's
     best is refined on a fine grid of C (at its width and the two beside it), whose curvature at
@@ -82,29 +96,34 @@ def fit_split(win: FallWindow, *, until_bytes: float = math.inf) -> ModelFit | N
         raise ValueError(f"until_bytes must be a positive size or inf, not {until_bytes}")
     lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
     best_rss = np.full(lnc.size, np.inf)
-    best = None
+    starts = []
     top = math.log(until_bytes)
-    for (s,) in SPLIT.thetas():
-        rss, c = _rss(win, lnc, s)
+    for (s,) in SPLITS[model].thetas():
+        rss, c = _rss(win, lnc, s, model)
         rss[lnc > top] = np.inf
         best_rss = np.minimum(best_rss, rss)
         i = int(np.argmin(rss))
-        if np.isfinite(rss[i]) and (best is None or rss[i] < best[0]):
-            best = (float(rss[i]), float(s), float(lnc[i]), c[i])
-    if best is None:
+        if np.isfinite(rss[i]):
+            starts.append((float(rss[i]), float(s), float(lnc[i]), c[i]))
+    if not starts:
         return None
+    starts.sort(key=lambda t: t[0])
+    best, inv00 = starts[0], None
     step = lnc[1] - lnc[0]
-    fine = best[2] + np.linspace(-step, step, FINE)
-    inv00 = None
-    for s in (best[1] / WIDTH_STEP, best[1], best[1] * WIDTH_STEP):
-        rss, c = _rss(win, fine, s)
-        rss[fine > top] = np.inf
-        i = int(np.argmin(rss))
-        if np.isfinite(rss[i]) and rss[i] <= best[0]:
-            inv00 = profile_inv00(fine, rss, i)
-            best = (float(rss[i]), float(s), float(fine[i]), c[i])
+    least = SPLITS[model].grids[0][0]
+    for start in starts[:STARTS[model]]:
+        fine = start[2] + np.linspace(-step, step, FINE)
+        for s in (start[1] / STEP[model], start[1], start[1] * STEP[model]):
+            if model != "split" and s < least:
+                continue     # fewer ways than a device cache has
+            rss, c = _rss(win, fine, s, model)
+            rss[fine > top] = np.inf
+            i = int(np.argmin(rss))
+            if np.isfinite(rss[i]) and rss[i] <= best[0]:
+                inv00 = profile_inv00(fine, rss, i)
+                best = (float(rss[i]), float(s), float(fine[i]), c[i])
     rss, s, c, coef = best
-    fit = ModelFit("split", (s,), math.exp(c), rss, -math.log10(coef[0]),
+    fit = ModelFit(model, (s,), math.exp(c), rss, -math.log10(coef[0]),
                    -math.log10(coef[2] * float(np.median(win.u))), profile=(lnc, best_rss), inv00=inv00)
     fit.far_log = -math.log10(coef[1])
     return fit

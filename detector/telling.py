@@ -7,7 +7,7 @@ import numpy as np
 
 from detect_caches.detector.fallfit import MAJOR
 from detect_caches.detector.hitmodels import hit_curve
-from detect_caches.detector.splitfit import split_hits
+from detect_caches.detector.splitfit import SPLITS, split_hits
 
 TELLING = MAJOR      # models with a share in the estimate are told apart ...
 CAPACITIES_APART = 1.08   # ... when their capacities differ by more than this factor
@@ -21,8 +21,8 @@ def predicted_log(fit, sizes: np.ndarray) -> np.ndarray:
     """One model's fitted curve (log10 GB/s) at ``sizes``, the level below taken as flat."""
     r = np.asarray(sizes, dtype=float) / fit.capacity_bytes
     b_hi, b_lo = 10.0 ** -fit.hi_log, 10.0 ** -fit.lo_log
-    if fit.model == "split" and fit.far_log is not None:
-        near, whole = split_hits(r, fit.theta[0])
+    if fit.model in SPLITS and fit.far_log is not None:
+        near, whole = split_hits(r, fit.theta[0], fit.model)
         inv = near * b_hi + (whole - near) * 10.0 ** -fit.far_log + (1 - whole) * b_lo
     else:
         h = hit_curve(fit.model, r, fit.theta)

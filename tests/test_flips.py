@@ -10,7 +10,7 @@ from detect_caches.detector.flips import _residuals, flip_spread
 from detect_caches.detector.hitmodels import hit_curve
 
 C = 4 * 2 ** 20
-PARAMS = {"hashed": 1, "random": 0, "ways": 1}
+PARAMS = {"hashed": 2, "random": 0, "ways": 2}   # score penalties: two a parameter (shape parameters)
 
 
 def _fall(sigma, outliers=()):
@@ -49,7 +49,7 @@ def test_a_model_behind_wins_reruns_as_often_as_fresh_noise_puts_it_ahead():
     y, win = _fall(sigma)
     best, alt = _fit(win, "hashed", C, (0.06,)), _fit(win, "hashed", 0.98 * C, (0.05,))
     assert 3 < (alt.rss - best.rss) / sigma ** 2 < 40        # behind, but not out of reach of the noise
-    flip = flip_spread(win, [best, alt], [best], math.log(C), sigma_fit=sigma, sigma_point=sigma, n_params=PARAMS)
+    flip = flip_spread(win, [best, alt], [best], math.log(C), sigma_fit=sigma, sigma_point=sigma, penalty=PARAMS)
     p, won = (flip / math.log(0.98)) ** 2, _won(win, y, best, alt, sigma)
     assert 0.02 < won < 0.45 and abs(p - won) < 0.03, (p, won)
 
@@ -63,12 +63,12 @@ def test_a_model_far_behind_or_reading_the_same_size_moves_nothing():
     best = _fit(win, "hashed", C, (0.06,))
     far = _fit(win, "random", 0.6 * C, ())
     assert (far.rss - best.rss) / sigma ** 2 > 200
-    kw = dict(sigma_fit=sigma, sigma_point=sigma, n_params=PARAMS)
+    kw = dict(sigma_fit=sigma, sigma_point=sigma, penalty=PARAMS)
     assert flip_spread(win, [best, far], [best], math.log(C), **kw) < 1e-3
     same = _fit(win, "ways", C, (32.0,))
     assert flip_spread(win, [best, same], [best], math.log(C), **kw) == 0.0
     y, win = _fall(0.02)
-    kw = dict(sigma_fit=0.02, sigma_point=0.02, n_params=PARAMS)
+    kw = dict(sigma_fit=0.02, sigma_point=0.02, penalty=PARAMS)
     best, near = _fit(win, "hashed", C, (0.06,)), _fit(win, "hashed", 0.98 * C, (0.05,))
     alone = flip_spread(win, [best, near], [best], math.log(C), **kw)
     near.weight = 0.5
