@@ -21,62 +21,12 @@ import numpy as np
 
 from detect_caches.measure.cliff_walk import walk_cliff
 from detect_caches.measure.kernel_meta import COARSE_BYTES, GRANULE_BYTES, round_to_granule
-from detect_caches.measure.launch import LaunchConfig
 from detect_caches.measure.point import PointMeter
+from detect_caches.measure.sweep_plan import CROSSINGS, SweepPlan  # noqa: F401  (the sweep's plan, as imported from here)
 from detect_caches.noise import robust_sigma
 from detect_caches.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
-# hit rates whose crossings are bisected, in this order: where half the data hits, where the
-# fall begins (the capacity of most fall shapes, detector.capacity) and where it ends
-CROSSINGS = (0.5, 0.95, 0.2)
-
-
 QUARTILE_STEP = 0.4506   # the lower quartile of |a - b| for two readings of noise sigma, in sigmas
-
-
-@dataclass
-class SweepPlan:
-    """One sweep: its launch configuration, range (stream bytes per program) and budget."""
-
-    config: LaunchConfig
-    min_stream_bytes: int
-    max_stream_bytes: int
-    points_per_octave: int = 4
-    budget: int = 150                 # measurements, coarse and refined together
-    max_repeats: int = 3              # probes of one size while its side is undecided
-    min_step: float = 0.03            # smallest relative change (log) treated as a transition
-    resolution: float = 0.0025        # bisection stops at this relative bracket (or one granule)
-    crossings: tuple[float, ...] = CROSSINGS   # hit rates whose crossings are bisected
-    # transitions that start past large_bytes (costly points: the latency chase's long chains)
-    # bisect only these crossings, to this resolution
-    large_bytes: float = float("inf")
-    large_crossings: tuple[float, ...] = CROSSINGS
-    large_resolution: float = 0.0025
-    large_points_per_octave: int = 4
-    large_max_probes: int = 1 << 30   # bisection probes per crossing past large_bytes
-    # speeds (log10 GB/s) of levels another sweep found: a transition that passes one is bisected
-    # as two, above and below it (the private sweep's L1 fall running into the L2's)
-    known_levels: tuple[float, ...] = ()
-    # the first fall walked on from its last full-speed point in relative steps (0: not walked),
-    # at most scan_points sizes: a dip just before a cliff does not end the search
-    scan_step: float = 0.0
-    scan_window: float = 0.06         # ... no further than this past it
-    scan_points: int = 24
-    # the sweep goes on past max_stream_bytes, two octaves at a time up to this, while its last
-    # octave and a half still falls (a cache no document names, larger than the ones that are)
-    extend_stream_bytes: int = 0
-
-    def coarse_sizes(self) -> list[int]:
-        """Log-spaced sizes, points_per_octave of them per octave (one per octave past
-        large_bytes when large_points_per_octave says so)."""
-        lo, hi = self.min_stream_bytes, self.max_stream_bytes
-        mid = min(max(self.large_bytes, lo), hi)
-        sizes = set()
-        for a, b, ppo in ((lo, mid, self.points_per_octave), (mid, hi, self.large_points_per_octave)):
-            if b > a:
-                n = max(2, int(math.ceil(math.log2(b / a) * ppo)) + 1)
-                sizes |= {round_to_granule(s, COARSE_BYTES) for s in np.geomspace(a, b, n)}
-        return sorted(sizes or {round_to_granule(lo, COARSE_BYTES)})
 
 
 @dataclass
@@ -262,10 +212,25 @@ class AdaptiveSweep:
             left = s
         return None
 
+    def _before_crossing(self, lo_size: int, hi_size: int, threshold: float, hi_is_above: bool) -> int:
+        """Where a crossing's search starts: ``lo_size``, or the size measured before it when
+        ``lo_size`` is already past the crossing (a fall whose first misses were a step under the
+        coarse pass's flag: a modulo-indexed L1's sets overflowing one by one; its 95% crossing
+        lies before the flagged step, where the search never looked)."""
+        inside = [s for s in self.state.sizes() if lo_size <= s <= hi_size]
+        earlier = [s for s in self.state.sizes() if s < lo_size]
+        # the size before clear of the noise over the crossing: a plateau that sags (a faster
+        # level's tail) would be bisected and read as a decline (physics GPU 2's L1: -32%)
+        if inside and earlier and (self.state.level(inside[0]) > threshold) != hi_is_above \
+                and self._side(earlier[-1], threshold, hi_is_above) > 0:
+            return earlier[-1]
+        return lo_size
+
     def bisect(self, lo_size: int, hi_size: int, tr: Transition, q: float, resolution: float,
                max_probes: int = 1 << 30) -> None:
         threshold = tr.level_at(q)
         hi_is_above = tr.hi_log > tr.lo_log
+        lo_size = self._before_crossing(lo_size, hi_size, threshold, hi_is_above)
         undecided_in_row = 0
         probes = 0
         while self.used < self.plan.budget and probes < max_probes:
