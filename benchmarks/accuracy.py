@@ -1,6 +1,7 @@
 """Capacities on generated GPUs (tests/gpu_generator.py): the accuracy figures of BENCHMARKS.md.
 
     python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--jobs 2] [--json out.json] [--physics]
+    python benchmarks/accuracy.py --builtins --seeds 8      # the built-in profiles (--simulate NAME)
 
 --physics draws the GPUs from tests/physics_generator.py instead: the same kind of GPUs, with each
 cache level's fall from a simulated cache (sets x ways, LRU / tree-PLRU / random replacement,
@@ -27,14 +28,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
+def builtin_spec(k: int) -> dict:
+    """The profile JSON of built-in simulated GPU number ``k`` (measure.sim.profile.BUILTIN_PROFILES)."""
+    from detect_caches.measure.sim.profile import BUILTIN_PROFILES
+    return json.loads((ROOT / "measure" / "sim" / "profiles" / f"{BUILTIN_PROFILES[k]}.json").read_text())
+
+
 def run_one(args) -> dict:
     k, seed, generator = args
     from detect_caches.pipeline.api import sweep_and_detect
     from detect_caches.records import MeasurementLog
     from detect_caches.measure.session import SessionOptions
     from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    gen = importlib.import_module(generator)
-    spec = dict(gen.draw_gpu(k), seed=seed)
+    gen = importlib.import_module("gpu_generator" if generator == "builtin" else generator)
+    spec = dict(builtin_spec(k) if generator == "builtin" else gen.draw_gpu(k), seed=seed)
     prof = parse_profile(spec)
     log = MeasurementLog(None)
     t = time.perf_counter()
@@ -43,7 +50,7 @@ def run_one(args) -> dict:
     return {"gpu": k, "seed": seed, "truth": gen.expected_levels(spec),
             "found": [(lv.name, lv.capacity_bytes, lv.capacity_low_bytes, lv.capacity_high_bytes, lv.fall_shape,
                        lv.capacity_repeatability, lv.transition_width_octaves) for lv in det.levels],
-            "points": len(log.records), "analysis_s": analysis_s, "measure_s": t_measure,
+            "profile": spec["name"] if generator == "builtin" else None, "points": len(log.records), "analysis_s": analysis_s, "measure_s": t_measure,
             "shapes": {lv["name"]: lv.get("physics", lv.get("transition", ""))
                        + (" split" if lv.get("far_bandwidth_gbs") else "")
                        for lv in spec["levels"]}}
@@ -76,7 +83,7 @@ def summarize(runs: list[dict]) -> dict:
             pairs.append(err)
             if len(ests) >= 2:
                 spreads.append(max(ests) / min(ests) - 1)
-            worst.append((err, k, name, rs[0]["shapes"].get(name, ""), [round(e, 3) for e in errs]))
+            worst.append((err, rs[0].get("profile") or k, name, rs[0]["shapes"].get(name, ""), [round(e, 3) for e in errs]))
     n = len(pairs)
     share = lambda tol: sum(e <= tol for e in pairs) / max(n, 1)  # noqa: E731
     spreads.sort()
@@ -97,9 +104,13 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--physics", action="store_true", help="GPUs whose falls come from simulated caches")
+    ap.add_argument("--builtins", action="store_true", help="the built-in profiles (--simulate NAME) instead")
     a = ap.parse_args()
     t = time.perf_counter()
-    generator = "physics_generator" if a.physics else "gpu_generator"
+    generator = "builtin" if a.builtins else "physics_generator" if a.physics else "gpu_generator"
+    if a.builtins:
+        from detect_caches.measure.sim.profile import BUILTIN_PROFILES
+        a.first, a.gpus = 0, len(BUILTIN_PROFILES)
     jobs = [(k, s, generator) for k in range(a.first, a.first + a.gpus) for s in range(1, a.seeds + 1)]
     with ProcessPoolExecutor(a.jobs) as pool:
         runs = list(pool.map(run_one, jobs, chunksize=2))
