@@ -31,6 +31,7 @@ def test_a_failure_stays_in_the_thread(monkeypatch):
     def broken():
         raise RuntimeError("no libtriton here\nsecond line")
     monkeypatch.setattr(early, "_triton_key", lambda: broken)
+    monkeypatch.setattr(early, "_import_what_the_key_walks", lambda: None)
     start = early.EarlyStart(nvml=False)
     assert start.wait(10)
     assert start.error == "RuntimeError: no libtriton here"
@@ -47,3 +48,23 @@ def test_it_runs_beside_torchs_import_without_waiting_on_it():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("''")
+
+
+def test_the_thread_imports_nothing_so_it_cannot_race_torchs_import():
+    # Two threads importing at once can hand one a module the other is still executing: on CI
+    # Triton's import in the thread failed so ("name 'sys' is not defined") beside torch's.
+    if early._triton_key() is None:
+        pytest.skip("Triton is not installed")
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "import detect_caches.measure.gpu.early as e\n"
+            "seen = {}\n"
+            "work = e.EarlyStart._work\n"
+            "def watched(self):\n"
+            "    seen['before'] = set(sys.modules); work(self)\n"
+            "e.EarlyStart._work = watched\n"
+            "s = e.EarlyStart(nvml=True)\n"
+            "assert s.wait(120)\n"
+            "print(repr(s.error), sorted(set(sys.modules) - seen['before']))\n") % str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "'' []"
