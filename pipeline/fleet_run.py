@@ -37,9 +37,9 @@ def write_fleet_files(report, out: Path) -> None:
     """fleet.md, fleet.json, fleet.csv and fleet.png into ``out`` (claimed by the caller)."""
     from detect_caches.reports.atomic import write_text_atomic
     from detect_caches.reports.fleet_plot import write_fleet_plot
-    from detect_caches.reports.result_json import dumps
+    from detect_caches.reports.result_json import dumps_rows
     write_text_atomic(out / "fleet.md", report.markdown())
-    write_text_atomic(out / "fleet.json", dumps(report.to_dict()))
+    write_text_atomic(out / "fleet.json", dumps_rows(report.to_dict()))
     write_text_atomic(out / "fleet.csv", report.csv())
     write_fleet_plot(out / "fleet.png", report)
 
@@ -62,9 +62,9 @@ def finish_fleet(results: list[dict], args, out: Path | None, failed: list[str],
 def print_fleet(report, args, out: Path | None) -> int:
     """The report on stdout (its files are written already), doubts on stderr; the exit code."""
     from detect_caches.reports.identity import gpu_label
-    from detect_caches.reports.result_json import dumps
+    from detect_caches.reports.result_json import dumps_rows
     json_out = getattr(args, "json", False)
-    say(dumps(report.to_dict()).rstrip("\n") if json_out else report.markdown())
+    say(dumps_rows(report.to_dict()).rstrip("\n") if json_out else report.markdown())
     if out is not None:
         say(f"fleet report: {out / 'fleet.md'}", err=json_out)
     doubtful = [(gpu_label(r, r.get("source_path")), d) for r in report.results for d in r.get("doubts", [])]
