@@ -68,3 +68,20 @@ def test_the_thread_imports_nothing_so_it_cannot_race_torchs_import():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "'' []"
+
+
+def test_a_package_that_fails_to_import_keeps_the_key_out_of_the_thread(monkeypatch):
+    # pkgutil would hand the failure to onerror and the thread's walk would import it again
+    if early._triton_key() is None:
+        pytest.skip("Triton is not installed")
+    import pkgutil
+
+    def walk(path, prefix="", onerror=None):
+        onerror(prefix + "bad")
+        return iter(())
+    monkeypatch.setattr(pkgutil, "walk_packages", walk)
+    called = []
+    monkeypatch.setattr(early, "_triton_key", lambda: lambda: called.append(1))
+    start = early.EarlyStart(nvml=False)
+    assert start.wait(10)
+    assert start.error == "ImportError: triton.compiler.bad does not import" and called == []

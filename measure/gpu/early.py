@@ -35,16 +35,20 @@ def _triton_key():
 
 def _import_what_the_key_walks() -> None:
     """The packages Triton's key lists with pkgutil.walk_packages (which imports every package it
-    meets), imported here in the calling thread; and sysconfig's lazily loaded data."""
+    meets), imported here in the calling thread; and sysconfig's lazily loaded data. A package
+    that fails to import raises: the thread would try it again, beside torch's import."""
     import os
     import pkgutil
     import sysconfig
     import triton
     root = os.path.dirname(triton.__file__)
+    failed: list[str] = []
     for sub in ("compiler", "backends", "language"):
         for _ in pkgutil.walk_packages([os.path.join(root, sub)], prefix=f"triton.{sub}.",
-                                       onerror=lambda name: None):
+                                       onerror=failed.append):
             pass
+    if failed:
+        raise ImportError(f"{failed[0]} does not import")
     sysconfig.get_config_var("EXT_SUFFIX")
 
 
@@ -65,9 +69,9 @@ class EarlyStart:
                 from detect_caches.measure.gpu.clocks import nvml_init
                 try:
                     import pynvml  # noqa: F401  (here; the thread only initialises it)
-                except ImportError:
+                    self._nvml = nvml_init
+                except ImportError:      # no NVML: nothing for the thread to start
                     pass
-                self._nvml = nvml_init
             self._key = _triton_key()
             if self._key is not None:
                 _import_what_the_key_walks()
