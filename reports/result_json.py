@@ -229,11 +229,12 @@ def dumps_rows(doc: dict) -> str:
     safe = _json_safe(doc)
     lines = []
     for key, value in safe.items():
+        name = json.dumps({key: 0})[1:-4]        # a key as json writes it (1 -> "1", None -> "null")
         if isinstance(value, list) and value:
             items = ",\n    ".join(json.dumps(v, allow_nan=False) for v in value)
-            lines.append(f"  {json.dumps(key)}: [\n    {items}\n  ]")
+            lines.append(f"  {name}: [\n    {items}\n  ]")
         else:
-            lines.append(f"  {json.dumps(key)}: {json.dumps(value, allow_nan=False)}")
+            lines.append(f"  {name}: {json.dumps(value, allow_nan=False)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 

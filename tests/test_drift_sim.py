@@ -206,3 +206,14 @@ def test_a_rerun_that_another_model_wins_is_not_drift():
     assert lb["capacity_bytes"] / la["capacity_bytes"] - 1 > 0.12          # the reading moved
     assert lb["capacity_repeatability"] > 0.05 and la["capacity_repeatability"] > 0.03
     assert not compare_results(a, b).drifted
+
+
+def test_fleet_json_rows_are_the_same_document_as_the_indented_form():
+    from detect_caches.reports.result_json import dumps, dumps_rows
+    import numpy as np
+    doc = {"schema_version": 3, "empty": [], "rows": [{"a": 1.5, "b": [1, [2, 3]], "c": float("nan")},
+                                                     {"n": np.float64(2.0), "t": (1, 2), "s": "é\"x"}],
+           "nested": {"k": [1, 2]}, 7: "int key", None: True}
+    text = dumps_rows(doc)
+    assert json.loads(text) == json.loads(dumps(doc))
+    assert text.count("\n") == 11             # a line per key and per row
