@@ -17,6 +17,7 @@ from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, an
 from detect_caches.detector.capacity import estimate_capacity
 from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve
+from detect_caches.detector.flatten import flattened
 from detect_caches.detector.hitmodels import DEVICE_MODELS
 from detect_caches.detector.latency import analyze_latency, attach_latency, attach_lines
 from detect_caches.detector.level_figures import check_ceilings, device_levels, per_cu_levels
@@ -105,10 +106,12 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
     point from the shared sweep at the same device-wide footprint (scaled to the private sweep's
     own speed for that level). On a part with many SMs the L2's share per SM sits just above the
     L1 and the two falls run into each other: against one constant plateau the L1's hit rates
-    would include the L2's misses."""
+    would include the L2's misses. The shared curve is read with its noise averaged out where it
+    is flat (detector.flatten)."""
     sel = priv.step_points(k)
     foot = priv.curve.footprint_bytes[sel]
-    sx, sy = np.log(shared.curve.size_bytes), shared.curve.y
+    sx = np.log(shared.curve.size_bytes)
+    sy = flattened(sx, shared.curve.y, shared.point_sigma or shared.sigma)
 
     def shared_at(ln_bytes):
         """The shared sweep's log10 speed at these device-wide footprints (ln bytes)."""
