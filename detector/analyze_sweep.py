@@ -206,12 +206,16 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
                         f"run slower than larger ones (loop and launch overhead dominate there); "
                         f"they are left out of the levels")
     scale = float(np.median(curve.footprint_bytes / curve.size_bytes))
+    one_point = point_sigma(curve.size_bytes, curve.y, sigma)
+    # a plateau's flatness against the points' own noise: the binned curve's counts the slopes
+    # between bins, and a pseudo-LRU sag that fell 20 point sigmas passed for a level under it
+    # (generated GPU 96 seed 5: an L0 of 20 KiB above its 16 KiB L1, SIMULATED)
     plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves, known, scale,
-                                       sigma)
+                                       min(sigma, one_point))
     if split_first and _far_half(plateaus):
         partials = sorted([*partials, plateaus.pop(1)], key=lambda p: p.first_bin)
     an = SweepAnalysis(curve.sweep, curve, plateaus, [], seg, sigma, None, partials=partials,
-                       point_bin=point_bin, point_sigma=point_sigma(curve.size_bytes, curve.y, sigma))
+                       point_bin=point_bin, point_sigma=one_point)
     fit = functools.partial(_fit_step, an, resamples=resamples, split_first=split_first, models=models)
     an.steps = [fit(i) for i in range(len(plateaus) - 1)]
     promote_in_misfits(an, fit)
