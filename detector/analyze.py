@@ -218,9 +218,10 @@ def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -
 
 
 UNCERTAIN = 1.04     # a capacity whose interval spans more than this factor either way is measured again
-STILL_UNCERTAIN = 1.10   # ... and once more where it still spans this much ...
+STILL_UNCERTAIN = 1.10   # ... and again (pipeline.sweep_detect.ROUNDS) where it still spans this much ...
 STILL_NOISY = 0.04       # ... and a rerun would move it this much: noise limits it (a noisy, low-ratio
                          # fall), not the fall's shape (an H200's L1: an aliasing dip under its cliff)
+REPEAT_REACH = 2.0   # ... or where this many repeatabilities (ln C) reach past that factor
 REFINE_SIZES = 6     # sizes measured again inside each uncertain capacity's interval (two more past
                      # it where it is wide, and up to detector.telling.TELLING_SIZES where models part)
 
@@ -228,7 +229,8 @@ REFINE_SIZES = 6     # sizes measured again inside each uncertain capacity's int
 def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
                     noisier_than: float = 0.0) -> list[tuple[str, list[float]]]:
     """(sweep, sizes in that sweep's x units) for each level fall whose capacity interval is still
-    wider than ``wider_than`` either way and whose repeatability is at least ``noisier_than``:
+    wider than ``wider_than`` either way (or REPEAT_REACH of its repeatabilities are) and whose
+    repeatability is at least ``noisier_than``:
     sizes spread over the interval, and where the fall's leading models part, for
     measure.session.refine_intervals."""
     out = []
@@ -239,14 +241,20 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
         for st in an.steps:
             e = st.estimate
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than
+            # ... or narrower than its own repeatability says it should be: a pseudo-LRU decline's
+            # grid profile is jagged along its slope-vs-start valley (generated GPU 62 seed 5's L1:
+            # +9.9%, an interval of 176-183 KB, a repeatability of 2.6%)
+            wide = wide or REPEAT_REACH * e.noise_repeatability > math.log(wider_than)
             # noise within the models, not a model left out winning a rerun (refined for that too,
             # physics GPU 46 seed 1's random L2 read +9.5%, within 3% without)
             if wide and e.noise_repeatability >= noisier_than:
+                reach = math.exp(REPEAT_REACH * e.noise_repeatability)
+                low, high = min(e.low_bytes, e.capacity_bytes / reach), max(e.high_bytes, e.capacity_bytes * reach)
                 # most where the fall begins (what places a decline's or a tail's start), two past it
-                top = min(e.high_bytes, e.capacity_bytes * 1.3)
-                xs = list(np.geomspace(e.low_bytes, top, REFINE_SIZES + 2)[1:-1])
-                if e.high_bytes > top * 1.1:
-                    xs += list(np.geomspace(top, e.high_bytes, 4)[1:-1])
+                top = min(high, e.capacity_bytes * 1.3)
+                xs = list(np.geomspace(low, top, REFINE_SIZES + 2)[1:-1])
+                if high > top * 1.1:
+                    xs += list(np.geomspace(top, high, 4)[1:-1])
                 # and where the fall's leading models part most (a tail against a far half), up to
                 # 3x the interval's top: past the fit's window such points still place the level
                 # below (cut at the window's end, 100 physics GPUs x 4 seeds read 84.9 -> 83.6% within 3%)
