@@ -9,9 +9,9 @@ from detect_caches.pipeline.cli_log import get as _logger
 
 LOG = _logger("api")   # -v: each step on stderr (pipeline.cli_log)
 REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
-ROUNDS = 4           # refining rounds at most: the first for every wide interval, the others where
-                     # noise still keeps one wide (SIMULATED, 4 rounds against 2: physics GPUs 100 x 2
-                     # within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%)
+ROUNDS = 4           # refining rounds at most (at least one): the first for every wide interval, the
+                     # others where noise still keeps one wide (SIMULATED, 4 rounds against 2: physics
+                     # GPUs 100 x 2 within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%)
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
@@ -22,7 +22,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, detect_levels,
                                                 uncertain_falls)
     from detect_caches.detector.memo import Memo
-    from detect_caches.measure.session import characterize as sweep, refine_intervals
+    from detect_caches.measure.session import LATENCY_PROBE_SHARE, characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
     if before_detect is not None:
         before_detect(session)
@@ -34,10 +34,12 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
              ", ".join(lv.name for lv in detection.levels), seconds)
     # more rounds where an interval is still wide and noise is what keeps it wide, at the sizes
     # the refined analysis names: on noisy, low-ratio falls it is where the first round's points
-    # moved the fall (an H200's L1, wide from its aliasing dip, gained nothing but a pass); the
-    # budget ends them first on a default run
+    # moved the fall (an H200's L1, wide from its aliasing dip, gained nothing but a pass); they
+    # end when no interval asks, and never take what the peak probes and, after a latency sweep,
+    # its sector and line probes are owed (the budget is a ceiling on the whole run)
+    owed = opts.peak_budget + (LATENCY_PROBE_SHARE if any(r.sweep == "chase" for r in log.records) else 0)
     for wider_than, noisier_than in ((UNCERTAIN, 0.0),) + ((STILL_UNCERTAIN, STILL_NOISY),) * (ROUNDS - 1):
-        budget = min(REFINE_BUDGET, max(0, opts.budget - opts.peak_budget - len(log.records)))
+        budget = min(REFINE_BUDGET, max(0, opts.budget - owed - len(log.records)))
         requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than)
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
