@@ -207,11 +207,12 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
                         f"they are left out of the levels")
     scale = float(np.median(curve.footprint_bytes / curve.size_bytes))
     one_point = point_sigma(curve.size_bytes, curve.y, sigma)
-    # a plateau's flatness against the points' own noise: the binned curve's counts the slopes
-    # between bins, and a pseudo-LRU sag that fell 20 point sigmas passed for a level under it
-    # (generated GPU 96 seed 5: an L0 of 20 KiB above its 16 KiB L1, SIMULATED)
+    # a plateau's flatness against the points' own noise where that is the smaller: the binned
+    # curve's noise counts the slopes between bins, and a pseudo-LRU sag that fell 20 point sigmas
+    # passed for a level under it (generated GPU 96 seed 5: an L0 of 20 KiB and an L1 of 25 KiB
+    # where one L1 of 16.25 KiB is, SIMULATED)
     plateaus, partials = select_levels(plateaus, curve.x, curve.y, point_bin, min_level_octaves, known, scale,
-                                       min(sigma, one_point))
+                                       min(sigma, one_point or sigma))
     if split_first and _far_half(plateaus):
         partials = sorted([*partials, plateaus.pop(1)], key=lambda p: p.first_bin)
     an = SweepAnalysis(curve.sweep, curve, plateaus, [], seg, sigma, None, partials=partials,

@@ -1,6 +1,6 @@
-"""Analyses kept between the two passes of one run: the refining round adds points to the falls
+"""Analyses kept between the passes of one run: each refining round adds points to the falls
 whose capacity stayed uncertain and analyses every sweep again; a sweep whose curve and settings
-did not change gives the same analysis, so it is taken from the first pass (a copy: the caller
+did not change gives the same analysis, so it is taken from an earlier pass (a copy: the caller
 may refine it further). One Memo per run, never a module's state: nothing outlives the run."""
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 fall shape, ratios 1.2-8x, noise 0.5-3%, 32-304 SMs/CUs, split and per-XCD L2s, 2-5 levels), and
 on GPUs whose falls come from simulated caches (tests/physics_generator.py: sets and ways under a
 cyclic sweep). CI runs a held-out slice (GPU numbers no rule was tuned on); the full figures, on
-300 and more GPUs, come from benchmarks/accuracy.py and are in BENCHMARKS.md. SIMULATED."""
+300 and more GPUs, come from benchmarks/accuracy.py and are in BENCHMARKS.md. The last tests pin
+single GPUs and seeds that once read wrong (regressions, not accuracy figures). SIMULATED."""
 import sys
 from pathlib import Path
 
@@ -46,18 +47,21 @@ def test_physics_gpus_capacities_and_levels(physics_runs):
 
 def test_a_pseudo_lru_sag_is_not_a_level_of_its_own():
     """Generated GPU 96, seed 5: a 16.25 KiB L1 whose pseudo-LRU sag falls 0.09 log10 (20 point
-    sigmas) before it collapses. Judged against the binned curve's noise (5x the points', from the
-    sag's own slope) the sag passed for flat, and an L0 of 20 KiB was reported above an L1 of 25 KiB."""
+    sigmas) before it collapses. Judged against the binned curve's noise (2-3x the points', from
+    the sag's own slope) the sag passed for flat, and an L0 of 20 KiB was reported above an L1 of 25 KiB."""
     r = run_one((96, 5, "gpu_generator"))
     assert [f[0] for f in r["found"]] == [n for n, _ in r["truth"]]
     got, truth = r["found"][0][1], dict(r["truth"])["L1"]
     assert abs(got / truth - 1) <= 0.03, (got, truth)
 
 
-def test_noise_that_keeps_an_interval_wide_gets_more_refining_rounds():
+def test_noise_that_keeps_an_interval_wide_gets_more_refining_rounds(monkeypatch):
     """The built-in mi210's L2 (a hashed fall at a 1.16x ratio), seed 7: -6.2% with two refining
-    rounds, within 3% with up to four (the budget of a default run ends them)."""
+    rounds, within 3% with the four it now takes."""
+    import detect_caches.measure.session as session
+    rounds, real = [], session.refine_intervals
+    monkeypatch.setattr(session, "refine_intervals", lambda *a, **k: rounds.append(1) or real(*a, **k))
     r = run_one((8, 7, "builtin"))
-    assert r["profile"] == "mi210"
+    assert r["profile"] == "mi210" and len(rounds) > 2
     got, truth = next(f[1] for f in r["found"] if f[0] == "L2"), dict(r["truth"])["L2"]
     assert abs(got / truth - 1) <= 0.03, (got, truth)
