@@ -61,12 +61,14 @@ def test_point_is_below_physical_ceiling(gpu):
     from detect_caches.measure.point import PointMeter
     meter = PointMeter(gpu)
     cfg = LaunchConfig("private", gpu.facts.compute_units, 2048, 8, 1, "cached")
-    m = meter.measure(cfg, 16 * 1024, phase="coarse")
-    assert m.r2 > 0.999
+    # three readings: an idle card's first one can run at half speed while its clock ramps up
+    # (an H200 read 16.6 TB/s once, on a card idling at 345 MHz)
+    ms = [meter.measure(cfg, 16 * 1024, phase="coarse") for _ in range(3)]
+    assert all(m.r2 > 0.999 for m in ms)
     ceiling = gpu.facts.l1_ceiling_gbs()
     if ceiling:
-        assert m.bandwidth_gbs < ceiling * 1.03
-        assert m.bandwidth_gbs > 0.5 * ceiling   # an L1-resident stream is near the ceiling
+        assert all(m.bandwidth_gbs < ceiling * 1.03 for m in ms)
+        assert ms[-1].bandwidth_gbs > 0.5 * ceiling   # an L1-resident stream is near the ceiling
 
 
 def test_device_facts(gpu):
