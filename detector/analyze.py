@@ -243,18 +243,18 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than
             # ... or narrower than its own repeatability says it should be: a pseudo-LRU decline's
             # grid profile is jagged along its slope-vs-start valley (generated GPU 62 seed 5's L1:
-            # +9.9%, an interval of 176-183 KB, a repeatability of 2.6%)
+            # +9.9%, an interval of 176-183 KB, a repeatability of 2.6%); its sizes still inside the
+            # interval (spread over the repeatability's reach instead, formula GPUs 300 x 2 read
+            # 98.3 -> 97.7% within 3%, SIMULATED)
             wide = wide or REPEAT_REACH * e.noise_repeatability > math.log(wider_than)
             # noise within the models, not a model left out winning a rerun (refined for that too,
             # physics GPU 46 seed 1's random L2 read +9.5%, within 3% without)
             if wide and e.noise_repeatability >= noisier_than:
-                reach = math.exp(REPEAT_REACH * e.noise_repeatability)
-                low, high = min(e.low_bytes, e.capacity_bytes / reach), max(e.high_bytes, e.capacity_bytes * reach)
                 # most where the fall begins (what places a decline's or a tail's start), two past it
-                top = min(high, e.capacity_bytes * 1.3)
-                xs = list(np.geomspace(low, top, REFINE_SIZES + 2)[1:-1])
-                if high > top * 1.1:
-                    xs += list(np.geomspace(top, high, 4)[1:-1])
+                top = min(e.high_bytes, e.capacity_bytes * 1.3)
+                xs = list(np.geomspace(e.low_bytes, top, REFINE_SIZES + 2)[1:-1])
+                if e.high_bytes > top * 1.1:
+                    xs += list(np.geomspace(top, e.high_bytes, 4)[1:-1])
                 # and where the fall's leading models part most (a tail against a far half), up to
                 # 3x the interval's top: past the fit's window such points still place the level
                 # below (cut at the window's end, 100 physics GPUs x 4 seeds read 84.9 -> 83.6% within 3%)
