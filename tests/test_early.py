@@ -37,6 +37,13 @@ def test_a_failure_stays_in_the_thread(monkeypatch):
     assert start.error == "RuntimeError: no libtriton here"
 
 
+def _python(code: str) -> str:
+    """``code`` run in a fresh interpreter (an import order of its own): its stdout."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def test_it_runs_beside_torchs_import_without_waiting_on_it():
     pytest.importorskip("torch")
     code = ("import sys; sys.path.insert(0, %r)\n"
@@ -45,9 +52,7 @@ def test_it_runs_beside_torchs_import_without_waiting_on_it():
             "import torch\n"
             "assert s.wait(120), 'the early thread did not finish'\n"
             "print(repr(s.error), 'triton' in sys.modules)\n") % str(ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("''")
+    assert _python(code).startswith("''")
 
 
 def test_the_thread_imports_nothing_so_it_cannot_race_torchs_import():
@@ -65,9 +70,7 @@ def test_the_thread_imports_nothing_so_it_cannot_race_torchs_import():
             "s = e.EarlyStart(nvml=True)\n"
             "assert s.wait(120)\n"
             "print(repr(s.error), sorted(set(sys.modules) - seen['before']))\n") % str(ROOT)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "'' []"
+    assert _python(code).strip() == "'' []"
 
 
 def test_a_package_that_fails_to_import_keeps_the_key_out_of_the_thread(monkeypatch):
