@@ -1,6 +1,6 @@
-"""The sweeps and their analysis, refined where a capacity's interval stayed wide (more
-rounds while it is still very wide and noise keeps it so): the measuring run's path (pipeline.api) and the simulated
-accuracy checks (benchmarks, tests)."""
+"""The sweeps and their analysis, refined where a capacity's interval stayed wide (more rounds
+while it is still very wide and noise keeps it so): the measuring run's path (pipeline.api) and
+the simulated accuracy checks (benchmarks, tests)."""
 from __future__ import annotations
 
 import time

@@ -9,6 +9,8 @@ if not os.environ.get("DETECT_CACHES_GPU_TESTS"):
 import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from the tree, uninstalled
+# the accuracy benchmark's runner and profiles (benchmarks/accuracy.py), which tests pin GPUs with
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 def _has_gpu() -> bool:

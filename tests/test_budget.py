@@ -1,15 +1,11 @@
 """The budget is a ceiling on a whole run: sweeps, refining rounds, latency sweep and probes,
 peak probes (SIMULATED)."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
 from detect_caches.pipeline.api import characterize
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 @pytest.mark.parametrize("budget", [200, 260])

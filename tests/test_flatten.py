@@ -1,14 +1,10 @@
 """The shared curve read with its noise averaged out where it is flat (detector.flatten), and the
 L1 fall it was read point by point against (SIMULATED figures)."""
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from detect_caches.detector.flatten import flattened
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 def _step_curve(seed: int, sigma: float = 0.01):

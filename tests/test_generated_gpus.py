@@ -4,14 +4,9 @@ on GPUs whose falls come from simulated caches (tests/physics_generator.py: sets
 cyclic sweep). CI runs a held-out slice (GPU numbers no rule was tuned on); the full figures, on
 300 and more GPUs, come from benchmarks/accuracy.py and are in BENCHMARKS.md. The last tests pin
 single GPUs and seeds that once read wrong (regressions, not accuracy figures). SIMULATED."""
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-from accuracy import run_one, summarize  # noqa: E402
+from accuracy import run_one, summarize   # benchmarks/, on the path from conftest
 
 HELD_OUT = range(1000, 1040)       # the benchmark's figures are for GPUs 0-299
 PHYSICS_HELD_OUT = range(1000, 1016)
