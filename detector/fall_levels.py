@@ -36,32 +36,41 @@ def promote_in_misfits(an: SweepAnalysis, fit) -> None:
     from the levels on both sides, is two falls: that plateau is a level whose flat stretch is
     short (a random tail above it and a wide fall of its own eat it and make it slope). Kept
     where both new falls fit at least twice as well as the one did; a plateau before the fall's
-    capacity (_before_capacity), where both fit no worse."""
-    sigma = an.sigma
+    capacity (_before_capacity), where both fit no worse. The two falls are read the same way in
+    turn: three levels that one fall ran through need two plateaus promoted before either fits."""
     i = 0
     while i < len(an.steps):
-        st, hi, lo = an.steps[i], an.plateaus[i], an.plateaus[i + 1]
-        rms = st.estimate.fit_rms_log
-        misfit = rms > MISFIT * (an.point_sigma or sigma)
-        cands = [p for p in st.partials if (misfit or _before_capacity(p, st))
-                 and p.octaves >= PROMOTE_OCTAVES and stands_out(p, hi) and stands_out(p, lo)]
-        if not cands:
-            i += 1
-            continue
-        p = max(cands, key=lambda q: q.octaves)
-        old = (list(an.plateaus), list(an.partials), list(an.steps))
-        an.plateaus.insert(i + 1, p)
-        an.partials.remove(p)
-        pair = [fit(i), fit(i + 1)]
-        # a misfit must be mended (both new falls twice as good); a plateau the fall served whole
-        # is a level already: the two falls need only fit no worse
-        if max(s.estimate.fit_rms_log for s in pair) < (rms / 2 if misfit else rms):
-            an.steps[i:i + 1] = pair
-            _renumber(an, i + 2)
-            i += 2
-        else:
-            an.plateaus, an.partials, an.steps = old
-            i += 1
+        i += _promote_at(an, i, fit, PROMOTE_DEPTH)
+
+
+PROMOTE_DEPTH = 3   # falls inside falls: a fall through up to this many hidden levels is taken apart
+
+
+def _promote_at(an: SweepAnalysis, i: int, fit, depth: int) -> int:
+    """Promote a partial plateau inside the fall below plateau ``i`` where that mends the fall (and
+    the falls it leaves, ``depth`` times over): how many falls now stand where that one stood."""
+    st, hi, lo = an.steps[i], an.plateaus[i], an.plateaus[i + 1]
+    rms = st.estimate.fit_rms_log
+    misfit = rms > MISFIT * (an.point_sigma or an.sigma)
+    cands = [p for p in st.partials if (misfit or _before_capacity(p, st))
+             and p.octaves >= PROMOTE_OCTAVES and stands_out(p, hi) and stands_out(p, lo)]
+    if not cands or depth <= 0:
+        return 1
+    p = max(cands, key=lambda q: q.octaves)
+    old = (list(an.plateaus), list(an.partials), list(an.steps))
+    an.plateaus.insert(i + 1, p)
+    an.partials.remove(p)
+    an.steps[i:i + 1] = [fit(i), fit(i + 1)]
+    _renumber(an, i + 2)
+    # the lower fall first: taking it apart leaves the upper one's index as it is
+    n = _promote_at(an, i + 1, fit, depth - 1)
+    n += _promote_at(an, i, fit, depth - 1)
+    # a misfit must be mended (every new fall twice as good); a plateau the fall served whole is a
+    # level already: the falls need only fit no worse
+    if max(s.estimate.fit_rms_log for s in an.steps[i:i + n]) < (rms / 2 if misfit else rms):
+        return n
+    an.plateaus, an.partials, an.steps = old
+    return 1
 
 
 DEMOTE_OCTAVES = 1.5   # a middle level shorter than this ...
