@@ -10,6 +10,7 @@ for the device levels.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -101,7 +102,7 @@ def _still_falling(an: SweepAnalysis, i: int):
     return thirds(p, an.point_bin)[1]
 
 
-def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) -> None:
+def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis, memo: Memo | None = None) -> None:
     """Estimate the fall of the last per-SM/CU level again, with the speed below it read point by
     point from the shared sweep at the same device-wide footprint (scaled to the private sweep's
     own speed for that level). On a part with many SMs the L2's share per SM sits just above the
@@ -141,9 +142,11 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis) ->
         read_at = math.log(math.sqrt(nxt.size_lo_bytes * min(nxt.size_hi_bytes, nxt.size_lo_bytes * INSIDE_SPAN)) * scale)
         there = float(shared_at(read_at)) + offset
         lower = (lower[0] - there + float(np.median(below + offset)), lower[1])
-    est = estimate_capacity(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
-                            below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,
-                            plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma), lower))
+    # through the memo: the pass after the latency sweep meets the fit made beside it (pipeline.sweep_detect)
+    fit = estimate_capacity if memo is None else partial(memo.call, estimate_capacity)
+    est = fit(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
+              below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,
+              plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma), lower))
     priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 
 
@@ -177,7 +180,7 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts, *, memo: Memo 
     if priv is not None:
         n_cu = _per_cu_count(priv, shared, facts)
         if shared is not None and 0 < n_cu <= len(priv.steps):
-            _against_device_curve(priv, n_cu - 1, shared)
+            _against_device_curve(priv, n_cu - 1, shared, memo)
         levels += per_cu_levels(priv, n_cu, facts.simulated)
     if shared is not None:
         device = device_levels(shared, 0, facts, 1.0, False, warnings)

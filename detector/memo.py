@@ -16,14 +16,26 @@ class Memo:
     def get(self, fn, curve, warnings: list[str], **settings):
         """``fn(curve, warnings, **settings)``, or what it gave for the same inputs before; the
         warnings it said are said again."""
-        key = hashlib.sha256(pickle.dumps((fn.__module__, fn.__qualname__, curve, sorted(settings.items())),
-                                          protocol=4)).digest()
+        key = _key(fn, curve, settings)
         if key not in self._kept:
             said: list[str] = []
             self._kept[key] = (fn(curve, said, **settings), said)
         result, said = self._kept[key]
         warnings += said
         return copy.deepcopy(result)
+
+
+    def call(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, or a copy of what it gave for equal arguments before."""
+        key = _key(fn, args, kwargs)
+        if key not in self._kept:
+            self._kept[key] = (fn(*args, **kwargs), [])
+        return copy.deepcopy(self._kept[key][0])
+
+
+def _key(fn, args, kwargs: dict) -> bytes:
+    return hashlib.sha256(pickle.dumps((fn.__module__, fn.__qualname__, args, sorted(kwargs.items())),
+                                       protocol=4)).digest()
 
 
 def analyze(memo: Memo | None, fn, curve, warnings: list[str], **settings):

@@ -3,6 +3,7 @@ while it is still very wide and noise keeps it so): the measuring run's path (pi
 the simulated accuracy checks (benchmarks, tests)."""
 from __future__ import annotations
 
+import threading
 import time
 
 from detect_caches.pipeline.cli_log import get as _logger
@@ -24,10 +25,17 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import LATENCY_PROBE_SHARE, characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
+    memo = Memo()      # a sweep the refining round adds nothing to is not analysed again
+    beside = None
     if before_detect is not None:
+        # the bandwidth sweeps are analysed while the GPU runs the latency sweep (it adds no
+        # points to them): the pass after it finds them in the memo
+        beside = AnalysisBeside(list(session.records), device.facts, memo)
         before_detect(session)
     t = time.perf_counter()
-    memo = Memo()      # a sweep the refining round adds nothing to is not analysed again
+    if beside is not None:
+        beside.join()
+        session.method["analysis_beside_seconds"] = round(beside.seconds, 3)
     detection = detect_levels(session.records, device.facts, memo=memo)
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
@@ -50,6 +58,26 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     for lv in detection.levels:
         LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})
     return session, detection, seconds
+
+
+class AnalysisBeside(threading.Thread):
+    """``detect_levels(records, facts, memo=memo)`` in a thread, for what it leaves in ``memo``:
+    an error is left for the pass on the run's path to meet and report."""
+
+    def __init__(self, records, facts, memo) -> None:
+        super().__init__(name="detect-caches-analysis", daemon=True)
+        self.args, self.seconds = (records, facts, memo), 0.0
+        self.start()
+
+    def run(self) -> None:
+        from detect_caches.detector.analyze import detect_levels
+        t = time.perf_counter()
+        try:
+            records, facts, memo = self.args
+            detect_levels(records, facts, memo=memo)
+        except Exception:
+            pass
+        self.seconds = time.perf_counter() - t
 
 
 def _reach(session) -> None:

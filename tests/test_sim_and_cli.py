@@ -391,3 +391,25 @@ def test_gpu_count_without_torch_where_nvml_answers(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     monkeypatch.setattr(gpu.clocks, "nvidia_gpu_count", lambda: None)   # no NVML (AMD, no driver)
     assert gpu.gpu_count() == 1
+
+
+def test_the_analysis_beside_the_latency_sweep_changes_nothing():
+    """The bandwidth sweeps are analysed in a thread while the latency sweep measures; the run's
+    levels are those of one plain pass over all its records (SIMULATED)."""
+    import threading
+    from detect_caches.measure.session import SessionOptions, measure_latency
+    from detect_caches.measure.sim.profile import load_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    device = SimulatedGPU(load_profile("mi300x"))
+    log, opts, seen = MeasurementLog(None), SessionOptions(peak_budget=0), []
+
+    def latency(session):
+        seen.append(any(t.name == "detect-caches-analysis" for t in threading.enumerate()))
+        measure_latency(session, device, log, opts)
+    session, det, _ = sweep_and_detect(device, log, opts, before_detect=latency)
+    assert seen == [True] and session.method["analysis_beside_seconds"] > 0
+    assert any(r.sweep == "chase" for r in session.records)
+    again = detect_levels(session.records, device.facts)
+    figures = [(lv.name, lv.capacity_bytes, lv.bandwidth_gbs, lv.fall_shape, lv.latency_ns) for lv in det.levels]
+    assert figures == [(lv.name, lv.capacity_bytes, lv.bandwidth_gbs, lv.fall_shape, lv.latency_ns)
+                       for lv in again.levels]
