@@ -51,6 +51,16 @@ def _pooled_spread(plateaus) -> float:
     return math.sqrt(sum((p.n_core or p.n_points) * p.spread_log ** 2 for p in plateaus) / n) if n else 0.0
 
 
+# 1.4826 MAD reads a normal sample's sigma short when the sample is small (Croux and Rousseeuw
+# 1992, their consistency factors b_n for n = 2..9; n / (n - 0.8) beyond)
+MAD_SMALL_N = {2: 1.196, 3: 1.495, 4: 1.363, 5: 1.206, 6: 1.200, 7: 1.140, 8: 1.129, 9: 1.107}
+
+
+def mad_small_sample(n: int) -> float:
+    """The factor that makes 1.4826 MAD of ``n`` normal points an unbiased sigma."""
+    return MAD_SMALL_N.get(n, n / (n - 0.8) if n > 9 else 1.0)
+
+
 def plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: bool) -> Level:
     p = an.plateaus[i]
     level_log, spread_log, n = plateau_speed(an, i)
@@ -59,6 +69,7 @@ def plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: b
     # if POOLED_POINTS more points had shown that (a MAD of a few points reads small by chance: two
     # seeds of one simulated GPU then differed by ten times the repeatability they said)
     n = max(n, 1)
+    spread_log *= mad_small_sample(n)
     noise = math.sqrt((n * spread_log ** 2 + POOLED_POINTS * _pooled_spread(an.plateaus) ** 2) / (n + POOLED_POINTS))
     sampling = 1.2533 * noise * math.log(10) / math.sqrt(n)
     floor = 0.0 if simulated else BANDWIDTH_FLOOR

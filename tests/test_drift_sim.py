@@ -217,3 +217,15 @@ def test_fleet_json_rows_are_the_same_document_as_the_indented_form():
     text = dumps_rows(doc)
     assert json.loads(text) == json.loads(dumps(doc))
     assert text.count("\n") == 11             # a line per key and per row
+
+
+@pytest.mark.parametrize("n", [3, 6, 9, 14])
+def test_a_few_points_spread_reads_their_sigma(n):
+    """A plateau of a few points says its noise unbiased (1.4826 MAD alone reads it short by up to
+    a third; identical GPUs then drifted by chance: generated GPU 149's six-point L1 plateau)."""
+    import numpy as np
+    from detect_caches.detector.level_figures import mad_small_sample
+    x = np.random.default_rng(n).normal(size=(40000, n))
+    mad = 1.4826 * np.median(np.abs(x - np.median(x, axis=1, keepdims=True)), axis=1)
+    assert abs(mad.mean() * mad_small_sample(n) - 1) < 0.02
+    assert mad.mean() < 0.95      # without the factor the sigma reads short
