@@ -78,7 +78,9 @@ def split(r: dict) -> dict:
              **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
              "latency sweep": lat.get("seconds"), "latency probes": lat.get("probe_seconds"),
              "peak probes": (m.get("peak_probes") or {}).get("seconds"),
-             "analysis": m.get("analysis_seconds")}
+             "analysis": m.get("analysis_seconds"),
+             "of the stages above, the bandwidth sweeps' analysis beside the latency sweep":
+                 m.get("analysis_beside_seconds")}
     parts = {k: v for k, v in parts.items() if v is not None}
     measured = sum(v for k, v in parts.items() if not k.startswith(("start-up: ", "of the stages")))
     if "_written_s" in r:
