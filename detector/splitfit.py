@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from detect_caches.detector.fallmodels import SMOOTH_GRID, ModelFit, profile_inv00
-from detect_caches.detector.fallwindow import FallWindow, huber
+from detect_caches.detector.fallwindow import FallWindow, huber, ridge
 from detect_caches.detector.hitmodels import BY_NAME, DEVICE_MIN_WAYS, SPLIT_HALVES, HitModel
 
 # each half of a split level falls as the hashed model's fall may, up to about its widest (0.12 on
@@ -64,6 +64,15 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float, model: str = "split"):
     X = np.stack([hn, ht - hn, (1 - ht) * win.u], axis=-1)          # (m, n, 3)
     A = np.einsum("mni,mnj,n->mij", X, X, win.w) + 1e-12 * np.eye(3)
     b = np.einsum("mni,n,n->mi", X, win.v, win.w)
+    if win.prior is not None:
+        # the near and the lower speed held by their plateaus' own points, as in every hit-rate
+        # model's fit (fallwindow.speeds): free, they let the split bend its lower speed into a
+        # next level's sag (physics GPU 21 seed 2: a tree-PLRU L2 read +91% as a split level)
+        p1, p2, l1, l2 = win.prior
+        A[:, 0, 0] += l1
+        A[:, 2, 2] += l2
+        b[:, 0] += l1 * p1
+        b[:, 2] += l2 * p2
     c = _solve(A, b)
     # both steps apart and clear of the points' noise: a far half at the speed below hides its
     # end in the noise, and then any C fits (generated GPU 62: an L2 read twice its size)
@@ -72,7 +81,11 @@ def _rss(win: FallWindow, lnc: np.ndarray, s: float, model: str = "split"):
     vhat = np.einsum("mni,mi->mn", X, c)
     ok &= np.all(vhat > 0, axis=-1)
     e = win.y + np.log10(np.where(vhat > 0, vhat, 1.0))
-    return np.where(ok, huber(e, win.delta).sum(-1), np.inf), c
+    rss = huber(e, win.delta).sum(-1)
+    if win.prior is not None:
+        r1, r2 = ridge(c[:, 0], c[:, 2], win.prior)
+        rss = rss + r1 * r1 + r2 * r2
+    return np.where(ok, rss, np.inf), c
 
 
 def split_inverse(win: FallWindow, lnc: float, s: float, model: str = "split") -> np.ndarray:

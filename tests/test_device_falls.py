@@ -226,14 +226,18 @@ def test_a_fall_through_two_hidden_levels_is_taken_apart():
     put both in one fall from the L2 to memory (a misfit 9 point sigmas wide); promoting either
     plateau alone left the other's fall a misfit, so neither was kept: three levels read as one
     L2 of 127 MiB (+4600%). Each new fall is now taken apart in turn."""
-    import physics_generator
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    from detect_caches.records import MeasurementLog
-    spec = dict(physics_generator.draw_gpu(278), seed=2)
-    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
-    truth = dict(physics_generator.expected_levels(spec))
+    det, truth = _physics(278, 2)
     assert [lv.name for lv in det.levels] == list(truth)
     for lv in det.levels[:-1]:
         assert abs(lv.capacity_bytes / truth[lv.name] - 1) < (0.06 if lv.name == "Infinity Cache" else 0.03), lv.name
+
+
+def test_a_split_levels_speeds_are_held_by_their_plateaus():
+    """Physics GPU 21 (seed 2): a tree-PLRU L2 whose long tail runs into an L3 that sags from its
+    start. With its three speeds free, the split model bent its lower speed into that sag and read
+    a split level ending inside the L3's plateau: +91%. Its near and lower speeds are now held by
+    their plateaus' own points, as every other model's are."""
+    det, truth = _physics(21, 2)
+    assert [lv.name for lv in det.levels] == list(truth)
+    l2 = next(lv for lv in det.levels if lv.name == "L2")
+    assert abs(l2.capacity_bytes / truth["L2"] - 1) < 0.03, (l2.capacity_bytes / truth["L2"], l2.fall_shape)
