@@ -400,14 +400,31 @@ def test_the_analysis_beside_the_latency_sweep_changes_nothing():
     from detect_caches.measure.session import SessionOptions, measure_latency
     from detect_caches.measure.sim.profile import load_profile
     from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    import functools
+    import detect_caches.detector.analyze as analyze_module
+    import detect_caches.detector.latency as latency_module
     device = SimulatedGPU(load_profile("mi300x"))
     log, opts, seen = MeasurementLog(None), SessionOptions(peak_budget=0), []
+    real, analysed = analyze_module.analyze_sweep, []
+
+    @functools.wraps(real)
+    def counted(curve, *args, **kwargs):
+        analysed.append((threading.current_thread().name, curve.sweep))
+        return real(curve, *args, **kwargs)
 
     def latency(session):
         seen.append(any(t.name == "detect-caches-analysis" for t in threading.enumerate()))
         measure_latency(session, device, log, opts)
-    session, det, _ = sweep_and_detect(device, log, opts, before_detect=latency)
+    analyze_module.analyze_sweep = latency_module.analyze_sweep = counted
+    try:
+        session, det, _ = sweep_and_detect(device, log, opts, before_detect=latency)
+    finally:
+        analyze_module.analyze_sweep = latency_module.analyze_sweep = real
     assert seen == [True] and session.method["analysis_beside_seconds"] > 0
+    # the bandwidth sweeps analysed in the thread; the pass after the latency sweep took them from
+    # the memo and analysed only the latency curve
+    assert analysed[:2] == [("detect-caches-analysis", "shared"), ("detect-caches-analysis", "private")]
+    assert analysed[2][1] == "chase" and analysed[2][0] != "detect-caches-analysis"
     assert any(r.sweep == "chase" for r in session.records)
     again = detect_levels(session.records, device.facts)
     figures = [(lv.name, lv.capacity_bytes, lv.bandwidth_gbs, lv.fall_shape, lv.latency_ns) for lv in det.levels]
