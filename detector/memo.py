@@ -24,7 +24,6 @@ class Memo:
         warnings += said
         return copy.deepcopy(result)
 
-
     def call(self, fn, *args, **kwargs):
         """``fn(*args, **kwargs)``, or a copy of what it gave for equal arguments before."""
         key = _key(fn, args, kwargs)
