@@ -1,6 +1,7 @@
 """A full characterization: plan both sweeps for a device, run them, log every point."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -48,6 +49,10 @@ def _largest_cache(facts: DeviceFacts) -> int:
     return max(l2, facts.llc_bytes_reported or 0)
 
 
+FASTER_THAN_MEMORY = 1.2   # a last plateau this far above the memory's bus x clock ceiling is a cache
+                           # (an H200's memory reads 0.97 of its ceiling)
+
+
 def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tuple[list[SweepPlan], list[str]]:
     warnings = []
     cus = facts.compute_units
@@ -83,9 +88,11 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
                             f"(wanted {want / 2**20:.0f} MiB)")
         # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
         lo = max(4 * COARSE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // COARSE_BYTES * COARSE_BYTES)
+        ceiling = facts.memory_ceiling_gbs()
         plans.append(SweepPlan(cfg, lo, cap // programs // COARSE_BYTES * COARSE_BYTES,
                                opts.points_per_octave, sweep_budget - share * (len(plans)),
-                               extend_stream_bytes=memory_cap // programs // COARSE_BYTES * COARSE_BYTES))
+                               extend_stream_bytes=memory_cap // programs // COARSE_BYTES * COARSE_BYTES,
+                               memory_ceiling_log=math.log10(FASTER_THAN_MEMORY * ceiling) if ceiling else None))
     return plans, warnings
 
 

@@ -133,14 +133,17 @@ class AdaptiveSweep:
 
     def extend(self, coarse: list[int]) -> list[int]:
         """Coarse sizes past the planned end, two octaves at a time up to extend_stream_bytes,
-        while the last octave and a half is not flat (within 3 sigmas and 2%)."""
+        while the last octave and a half is not flat (within 3 sigmas and 2%), or is faster than
+        memory can be (the plan's memory_ceiling_log)."""
         ppo = self.plan.points_per_octave
         while len(coarse) >= 2 * ppo and coarse[-1] * 2 <= self.plan.extend_stream_bytes:
             levels = np.array([self.state.level(s) for s in coarse])
             sigma = max(robust_sigma(levels, default=0.01), 0.002)
             k = max(2, ppo * 3 // 4)
-            drop = float(np.median(levels[-2 * k:-k]) - np.median(levels[-k:]))
-            if drop < max(3 * sigma, math.log10(1.02)):
+            last = float(np.median(levels[-k:]))
+            drop = float(np.median(levels[-2 * k:-k])) - last
+            ceiling = self.plan.memory_ceiling_log
+            if drop < max(3 * sigma, math.log10(1.02)) and not (ceiling is not None and last > ceiling):
                 break
             top = min(coarse[-1] * 4, self.plan.extend_stream_bytes)
             n = max(2, int(math.ceil(math.log2(top / coarse[-1]) * ppo)))

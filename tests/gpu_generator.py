@@ -143,6 +143,12 @@ def draw_gpu(k: int, *, stream: int = STREAM) -> dict:
     if l2 is not None and rng.random() < 0.8:
         # the API's L2 size, as torch reports it (per XCD on CDNA3)
         profile["l2_bytes_reported"] = int(l2["capacity_bytes"])
+    # the memory's bus width and clock, as NVML and ROCm SMI report them on every card: a ceiling
+    # the memory plateau reads 90% of (an H200's 97%, the simulated MI300X's 81%); no draw, so the
+    # rest of every GPU is as it was
+    bus = 8192 if memory == "HBM" else 256
+    profile["memory_bus_width_bits"] = bus
+    profile["mem_clock_max_mhz"] = round(levels[-1]["bandwidth_gbs"] / 0.9 * 1e3 / (bus / 8 * 2), 1)
     return profile
 
 

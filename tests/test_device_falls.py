@@ -241,3 +241,23 @@ def test_a_split_levels_speeds_are_held_by_their_plateaus():
     assert [lv.name for lv in det.levels] == list(truth)
     l2 = next(lv for lv in det.levels if lv.name == "L2")
     assert abs(l2.capacity_bytes / truth["L2"] - 1) < 0.03, (l2.capacity_bytes / truth["L2"], l2.fall_shape)
+
+
+def test_a_last_level_faster_than_memory_can_be_is_swept_past():
+    """Physics GPU 173 (seed 1): a 5 GB L4 at 3.8 TB/s over memory at 0.6 TB/s. The shared sweep
+    planned to 2 GiB found a flat last plateau and stopped there, taking the L4 for memory; it
+    is 5x faster than the memory's bus x clock ceiling allows, so the sweep now goes on past it.
+    Without the ceiling (no bus width or clock in the facts) the L4 stays unseen."""
+    import physics_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    det, truth = _physics(173, 1)
+    assert [lv.name for lv in det.levels] == list(truth)
+    l4 = next(lv for lv in det.levels if lv.name == "L4")
+    assert abs(l4.capacity_bytes / truth["L4"] - 1) < 0.05
+    spec = dict(physics_generator.draw_gpu(173), seed=1)
+    del spec["memory_bus_width_bits"], spec["mem_clock_max_mhz"]
+    _, blind, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    assert "L4" not in [lv.name for lv in blind.levels]
