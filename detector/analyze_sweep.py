@@ -25,6 +25,7 @@ MIN_POINTS = 6
 MIN_LEVEL_OCTAVES = 0.85   # a level's plateau spans at least this much working set
 DISTINCT_SPREADS = 2.5     # two long plateaus closer than this many pooled spreads are one level
 ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, however noisy
+NOISE_SPREADS = 3.0        # the last plateau's scatter counts up to this many point sigmas (_distinct)
 LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
 KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
 FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
@@ -32,9 +33,13 @@ FLAT_BINS = 4                   # ... over this many of its bins
 EDGE_JUMP = 2.0                 # ... less an edge bin this many sigmas off its neighbour
 
 
-def _distinct(a: Plateau, b: Plateau) -> bool:
+def _distinct(a: Plateau, b: Plateau, sigma: float | None = None) -> bool:
+    """``sigma``: the sweep's last plateau is ``b``, whose scatter past NOISE_SPREADS point sigmas
+    is a fall it holds (the last cache's, where the sweep reaches memory), not noise that could
+    hide a step (physics GPU 132 seed 1: a 1.55x Infinity Cache merged into memory)."""
+    b_spread = b.spread_log if sigma is None else min(b.spread_log, NOISE_SPREADS * sigma)
     step = abs(a.level_log - b.level_log)
-    need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a.spread_log, b.spread_log))
+    need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a.spread_log, b_spread))
     return step >= min(need, ALWAYS_DISTINCT)
 
 
@@ -112,7 +117,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
     i = 0
     while i < len(plats) - 1:
         a, b = plats[i], plats[i + 1]
-        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b):
+        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b, sigma if i + 2 == len(plats) else None):
             plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
             continue
         i += 1

@@ -261,3 +261,14 @@ def test_a_last_level_faster_than_memory_can_be_is_swept_past():
     del spec["memory_bus_width_bits"], spec["mem_clock_max_mhz"]
     _, blind, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
     assert "L4" not in [lv.name for lv in blind.levels]
+
+
+def test_a_cache_falling_inside_the_last_plateau_is_not_merged_into_memory():
+    """Physics GPU 132 (seed 1): an 800 MiB tree-PLRU Infinity Cache 1.55x over memory. Its slow
+    fall lies inside the sweep's last segment, whose scatter (the fall) made the cache's plateau
+    look like memory's noise, and the two merged: the cache was lost. The last plateau's scatter
+    now counts only up to what the points' noise can make."""
+    det, truth = _physics(132, 1)
+    assert [lv.name for lv in det.levels] == list(truth)
+    ic = next(lv for lv in det.levels if lv.name == "Infinity Cache")
+    assert abs(ic.capacity_bytes / truth["Infinity Cache"] - 1) < 0.03
