@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 
-from detect_caches.device import DeviceFacts
+from detect_caches.device import FASTER_THAN_MEMORY, DeviceFacts
 from detect_caches.measure.kernel_meta import COARSE_BYTES
 from detect_caches.measure.launch import LaunchConfig, TimingDevice
 from detect_caches.measure.peak import PeakTarget, probe_peaks
@@ -47,10 +47,6 @@ class SessionReport:
 def _largest_cache(facts: DeviceFacts) -> int:
     l2 = (facts.l2_bytes_reported or 64 * 2**20) * (facts.xcds if facts.vendor == "amd" else 1)
     return max(l2, facts.llc_bytes_reported or 0)
-
-
-FASTER_THAN_MEMORY = 1.2   # a last plateau this far above the memory's bus x clock ceiling is a cache
-                           # (an H200's memory reads 0.97 of its ceiling)
 
 
 def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tuple[list[SweepPlan], list[str]]:

@@ -272,3 +272,12 @@ def test_a_cache_falling_inside_the_last_plateau_is_not_merged_into_memory():
     assert [lv.name for lv in det.levels] == list(truth)
     ic = next(lv for lv in det.levels if lv.name == "Infinity Cache")
     assert abs(ic.capacity_bytes / truth["Infinity Cache"] - 1) < 0.03
+
+
+def test_a_last_plateau_as_fast_as_memory_can_be_is_memory():
+    """Physics GPU 68 (seed 2), no L2 size from the API: the shared sweep's last plateau spans
+    0.99 octave, so it was not taken for memory and was listed as an L3 of no size. Its speed is
+    within what the memory's bus x clock ceiling allows (the sweep would have gone on past a
+    faster one): it is memory."""
+    det, truth = _physics(68, 2)
+    assert [lv.name for lv in det.levels] == list(truth)
