@@ -149,8 +149,11 @@ class AdaptiveSweep:
             n = max(2, int(math.ceil(math.log2(top / coarse[-1]) * ppo)))
             for size in sorted({round_to_granule(x, COARSE_BYTES) for x in np.geomspace(coarse[-1], top, n + 1)[1:]}):
                 if self.measure_size(size, "coarse") is None:
-                    break
+                    return sorted(s for s in self.state.values)   # the budget is spent
+            reached = coarse[-1]
             coarse = sorted(s for s in self.state.values)
+            if coarse[-1] <= reached:
+                break       # nothing past the end was kept (every reading rejected)
         return coarse
 
     def first_level(self) -> tuple[float, ...]:

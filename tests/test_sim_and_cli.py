@@ -430,3 +430,25 @@ def test_the_analysis_beside_the_latency_sweep_changes_nothing():
     figures = [(lv.name, lv.capacity_bytes, lv.bandwidth_gbs, lv.fall_shape, lv.latency_ns) for lv in det.levels]
     assert figures == [(lv.name, lv.capacity_bytes, lv.bandwidth_gbs, lv.fall_shape, lv.latency_ns)
                        for lv in again.levels]
+
+
+def test_a_sweep_past_its_end_stops_when_its_budget_is_spent():
+    """A last plateau faster than memory can be sends the sweep on past its planned end; with the
+    budget spent there it must stop (it looped for ever: `--simulate h200 --budget 60` hung)."""
+    import threading
+
+    class Flat:
+        calls = 0
+
+        def measure(self, config, size, phase):
+            Flat.calls += 1
+            return Measurement("shared", size, 9000.0, stream_bytes=size, phase=phase)
+
+    from detect_caches.records import Measurement
+    plan = SweepPlan(LaunchConfig("shared", 528, 1024, 8, 1, "l2only"), 8 * KIB, 1024 * KIB, 4, 40,
+                     extend_stream_bytes=1 << 40, memory_ceiling_log=3.0)
+    sweep = AdaptiveSweep(Flat(), plan, MeasurementLog(None))
+    done = threading.Thread(target=sweep.run, daemon=True)
+    done.start()
+    done.join(timeout=30)
+    assert not done.is_alive() and Flat.calls <= 40
