@@ -14,8 +14,9 @@ from detect_caches.errors import InputError
 from detect_caches.safe_read import read_json_bounded
 
 VENDORS = ("nvidia", "amd")
-FASTER_THAN_MEMORY = 1.2   # a plateau this far above the memory's bus x clock ceiling is a cache
-                           # (an H200's memory reads 0.97 of its ceiling)
+FASTER_THAN_MEMORY = 2.0   # a plateau this far above the memory's bus x clock ceiling is a cache (an
+                           # H200's memory reads 0.97 of it; drivers report memory clocks under more
+                           # than one data-rate convention, a factor of 2 either way)
 
 # L1 load bytes per clock per SM/CU. NVIDIA: 128 B/clk (Volta and later; the brief's figure).
 # AMD: 64 B/clk/CU (CDNA vL1D), a published per-CU rate, not a reading.
