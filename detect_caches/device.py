@@ -72,6 +72,12 @@ class DeviceFacts:
             return None
         return self.memory_bus_width_bits / 8 * self.mem_clock_max_mhz * 1e6 * 2 / 1e9
 
+    def faster_than_memory_gbs(self) -> float | None:
+        """The speed past which a plateau is a cache, not memory: FASTER_THAN_MEMORY x the
+        memory's ceiling (None where the facts lack its bus width or clock)."""
+        ceiling = self.memory_ceiling_gbs()
+        return FASTER_THAN_MEMORY * ceiling if ceiling else None
+
     def ceiling_for(self, level_name: str) -> float | None:
         if level_name in ("L1", "L0"):
             return self.l1_ceiling_gbs()

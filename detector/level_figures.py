@@ -13,7 +13,7 @@ from detect_caches.detector.levels import Level, SweepAnalysis
 from detect_caches.detector.plateau_speed import plateau_speed
 from detect_caches.detector.shape_rules import capacity_rule
 from detect_caches.detector.units import fmt_bytes, fmt_bytes_apart
-from detect_caches.device import FASTER_THAN_MEMORY, DeviceFacts
+from detect_caches.device import DeviceFacts
 
 LOW_SHARE = 0.8          # a plateau below this share of its physical ceiling gets a warning
 BANDWIDTH_FLOOR = 0.003  # run-to-run bandwidth spread a real card shows beyond its sampling noise
@@ -141,11 +141,11 @@ def per_cu_levels(priv: SweepAnalysis, count: int, simulated: bool) -> list[Leve
 
 
 def memory_reached(plats, max_size: float, documented: list[float], is_private: bool,
-                    llc_bytes: int | None, ceiling_gbs: float | None = None) -> bool:
+                    llc_bytes: int | None, cache_speed_gbs: float | None = None) -> bool:
     """Is the last plateau main memory? It must be clearly past every documented cache, or, with
-    nothing documented, be a plateau the shared sweep followed for at least an octave, or as fast
-    as memory can be (``ceiling_gbs``: the bus x clock ceiling; the shared sweep goes on past a
-    plateau faster than that, measure.sweep)."""
+    nothing documented, be a plateau the shared sweep followed for at least an octave, or one no
+    faster than memory can be (``cache_speed_gbs``: DeviceFacts.faster_than_memory_gbs; the
+    shared sweep goes on past a faster one, measure.sweep)."""
     if len(plats) < 2:
         return not is_private and max_size >= max(1.5 * max(documented, default=0.0), 512 * 2**20)
     if documented:
@@ -154,7 +154,7 @@ def memory_reached(plats, max_size: float, documented: list[float], is_private: 
             return max_size >= max(max(documented), 1.5 * (llc_bytes or 0))
         return max_size >= 1.5 * max(documented)
     last = plats[-1]
-    slow = bool(ceiling_gbs) and 10 ** last.level_log <= FASTER_THAN_MEMORY * ceiling_gbs
+    slow = bool(cache_speed_gbs) and 10 ** last.level_log <= cache_speed_gbs
     return not is_private and (math.log2(last.size_hi_bytes / last.size_lo_bytes) >= 1.0 or slow)
 
 
@@ -171,7 +171,7 @@ def device_levels(an: SweepAnalysis, start: int, facts: DeviceFacts, scale: floa
     spread = not (is_private and bool(np.all(an.curve.footprint_bytes == an.curve.size_bytes)))
     documented = [b for b in (documented_bytes(n, facts, spread) for n in ("L2", "Infinity Cache")) if b]
     mem = memory_reached(plats, max_size, documented, is_private, facts.llc_bytes_reported,
-                         facts.memory_ceiling_gbs())
+                         facts.faster_than_memory_gbs())
     if mem and len(plats) == 1:
         warnings.append(f"the shared sweep shows one plateau up to {fmt_bytes(max_size)} and no device "
                         f"cache boundary; it is taken as {facts.memory_kind}")

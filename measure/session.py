@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 
-from detect_caches.device import FASTER_THAN_MEMORY, DeviceFacts
+from detect_caches.device import DeviceFacts
 from detect_caches.measure.kernel_meta import COARSE_BYTES
 from detect_caches.measure.launch import LaunchConfig, TimingDevice
 from detect_caches.measure.peak import PeakTarget, probe_peaks
@@ -84,11 +84,11 @@ def plan_sweeps(facts: DeviceFacts, opts: SessionOptions, memory_cap: int) -> tu
                             f"(wanted {want / 2**20:.0f} MiB)")
         # tiny per-program streams are loop-overhead bound; start at 1/16 of the L2
         lo = max(4 * COARSE_BYTES, (facts.l2_bytes_reported or 0) // 16 // programs // COARSE_BYTES * COARSE_BYTES)
-        ceiling = facts.memory_ceiling_gbs()
+        cache_speed = facts.faster_than_memory_gbs()
         plans.append(SweepPlan(cfg, lo, cap // programs // COARSE_BYTES * COARSE_BYTES,
                                opts.points_per_octave, sweep_budget - share * (len(plans)),
                                extend_stream_bytes=memory_cap // programs // COARSE_BYTES * COARSE_BYTES,
-                               memory_ceiling_log=math.log10(FASTER_THAN_MEMORY * ceiling) if ceiling else None))
+                               memory_ceiling_log=math.log10(cache_speed) if cache_speed else None))
     return plans, warnings
 
 

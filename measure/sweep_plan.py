@@ -46,8 +46,8 @@ class SweepPlan:
     # the sweep goes on past max_stream_bytes, two octaves at a time up to this, while its last
     # octave and a half still falls (a cache no document names, larger than the ones that are)
     extend_stream_bytes: int = 0
-    # ... or while its last plateau is faster than memory can serve (log10 GB/s: FASTER_THAN_MEMORY
-    # x the bus width x clock ceiling): a last level that fast is a cache, with memory past it
+    # ... or while its last plateau is faster than memory can serve (log10 GB/s of
+    # DeviceFacts.faster_than_memory_gbs): a last level that fast is a cache, with memory past it
     memory_ceiling_log: float | None = None
 
     def coarse_sizes(self) -> list[int]:
