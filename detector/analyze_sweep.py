@@ -31,6 +31,9 @@ KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep
 FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
 FLAT_BINS = 4                   # ... over this many of its bins
 EDGE_JUMP = 2.0                 # ... less an edge bin this many sigmas off its neighbour
+SLOPE_T = 4.0                   # ... and a plateau under SLOPE_OCTAVES slopes no surer than this (t)
+SLOPE_OCTAVES = 1.0             # (a longer one may slope and be a level: a random-replacement
+                                # cache's hits leave 100% well before it is full)
 
 
 def _distinct(a: Plateau, b: Plateau, sigma: float | None = None) -> bool:
@@ -91,12 +94,35 @@ def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray, sigma: float) ->
     (segmentation puts a boundary a refined point or two off): one at each end is left out."""
     bins = range(p.first_bin, p.last_bin + 1)
     med = [float(np.median(y[point_bin == b])) for b in bins if np.any(point_bin == b)]
+    level = float(np.median(med))
     if len(med) > 2 and med[0] > med[1] + EDGE_JUMP * sigma:
         med = med[1:]
     if len(med) > 2 and med[-1] < med[-2] - EDGE_JUMP * sigma:
         med = med[:-1]
+    # ... and a fall's tail that reaches two bins in, each still a jump off the plateau's level
+    # (mi210's L3 under the L2's hashed tail, its plateau begun a bin early, SIMULATED)
+    while len(med) > 3 and med[0] > level + EDGE_JUMP * sigma:
+        med = med[1:]
+    while len(med) > 3 and med[-1] < level - EDGE_JUMP * sigma:
+        med = med[:-1]
     n = min(FLAT_BINS, len(med))
     return min((abs(med[i] - med[i + n - 1]) for i in range(len(med) - n + 1)), default=0.0) if n >= 2 else 0.0
+
+
+def _sloped(p: Plateau, x: np.ndarray, y: np.ndarray, point_bin: np.ndarray, sigma: float) -> bool:
+    """Do the plateau's points, its edge bins left out, fall along it surely (SLOPE_T) and by more
+    than a level's drift (FLAT_DRIFT, 3 sigmas) end to end? A pseudo-LRU sag under a short collapse
+    has a flattest stretch that noise can make look level (built-in mi300x seed 2: its L1's sag,
+    42-76 KiB, a level, and the L1 read -7.8%)."""
+    sel = (point_bin > p.first_bin) & (point_bin < p.last_bin)
+    if p.octaves >= SLOPE_OCTAVES or np.count_nonzero(sel) < 6:
+        return False
+    xs, ys = x[sel], y[sel]
+    slope, icept = np.polyfit(xs, ys, 1)
+    resid = ys - (slope * xs + icept)
+    se = math.sqrt(float(np.sum(resid ** 2)) / (xs.size - 2) / float(np.sum((xs - xs.mean()) ** 2)))
+    drift = -slope * float(np.ptp(xs))
+    return drift > max(FLAT_DRIFT, 3 * sigma) and -slope > SLOPE_T * se
 
 
 def _merge_plateaus(a: Plateau, b: Plateau, x: np.ndarray, y: np.ndarray, point_bin: np.ndarray) -> Plateau:
@@ -127,7 +153,8 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
                and p.size_hi_bytes * scale >= lo / 1.5 for lv, lo, hi in known) and p.last_bin > p.first_bin:
             seen.add(k)
         # a level holds its speed; a tail of partial hits or a pseudo-LRU sag slopes all along
-        flat = _flattest(p, y, point_bin, sigma) < max(FLAT_DRIFT, 3 * sigma) if 0 < k < len(plats) - 1 else True
+        flat = (_flattest(p, y, point_bin, sigma) < max(FLAT_DRIFT, 3 * sigma)
+                and not _sloped(p, x, y, point_bin, sigma)) if 0 < k < len(plats) - 1 else True
         if k in (0, len(plats) - 1) or k in seen or (p.octaves >= min_octaves and flat):
             long.append(k)
     # a long plateau is a level when it stands out against the levels beside it (a short run of

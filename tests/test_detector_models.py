@@ -281,3 +281,51 @@ def test_warm_fills_the_tables_a_run_reads():
         for a in (a0 / 2 ** 0.5, a0, a0 * 2 ** 0.5):     # the grid and what refine_ways tries
             hitmodels._random_ways_table(float(a))
     assert hitmodels._random_ways_table.cache_info().misses == before
+
+
+def _plateaus_from_bins(spans, points_per_bin=1, noise=0.0, seed=0, bin_octaves=1 / 8):
+    """(plateaus, x, y, point_bin) from spans of (first size in KiB, bin medians in log10 GB/s),
+    a bin each ``bin_octaves`` (an eighth of an octave: detector.curve.BINS_PER_OCTAVE, where
+    every bin holds points)."""
+    from detect_caches.detector.plateaus import Plateau
+    rng = np.random.default_rng(seed)
+    xs, ys, bins, plats, b = [], [], [], [], 0
+    for start_kib, meds in spans:
+        first = b
+        for k, med in enumerate(meds):
+            for j in range(points_per_bin):
+                xs.append(np.log2(start_kib * 1024.0) + (k + j / points_per_bin / 8 / bin_octaves) * bin_octaves)
+                ys.append(med + rng.normal(0, noise) if noise else med)
+                bins.append(b)
+            b += 1
+        sizes = 2 ** np.array(xs[-len(meds) * points_per_bin:])
+        plats.append(Plateau(first, b - 1, float(np.median(meds)), 0.003, float(sizes[0]), float(sizes[-1]),
+                             len(meds) * points_per_bin))
+    return plats, np.array(xs), np.array(ys), np.array(bins)
+
+
+def test_a_pseudo_lru_sag_between_two_levels_is_not_a_level():
+    """Built-in mi300x seed 2 in miniature: the L1's pseudo-LRU sag, 0.9 octaves that fall 9%
+    steadily before the collapse, holds 'flat' within 3 point sigmas over any half octave; its
+    points slope surely (t ~ 10). A level as short and as noisy beside it that holds its speed is
+    kept."""
+    from detect_caches.detector.analyze_sweep import select_levels
+    sag = list(np.linspace(4.550, 4.510, 8))
+    for middle, is_level in ((sag, False), ([4.53] * 8, True)):
+        spans = [(8, [4.582] * 16), (42, middle), (119, [4.037] * 20)]
+        plats, x, y, point_bin = _plateaus_from_bins(spans, points_per_bin=3, noise=0.003, seed=5)
+        levels, partials = select_levels(plats, x, y, point_bin, sigma=0.0065)
+        assert (len(levels) == 3) is is_level, [round(p.level_log, 3) for p in levels]
+
+
+def test_a_short_level_under_a_two_bin_fall_tail_is_a_level():
+    """Built-in mi210 seed 4 with more refining points: the L3's plateau began a bin early, in the
+    tail of the L2's hashed fall, so every half-octave window held a tail bin and the L3 (1.25
+    octaves, 1.16x under the L2) was lost; the L2 read its size (+124%). Tail bins still a jump off
+    the plateau's level are left out, as one edge bin was."""
+    from detect_caches.detector.analyze_sweep import select_levels
+    spans = [(1664 * 1024, [3.689] * 16), (6656 * 1024, [3.6555, 3.6486, 3.6284, 3.6337, 3.6227, 3.5945]),
+             (42016 * 1024, [3.125] * 40)]
+    plats, x, y, point_bin = _plateaus_from_bins(spans, bin_octaves=0.25)
+    levels, _ = select_levels(plats, x, y, point_bin, sigma=0.0043)
+    assert [round(p.level_log, 3) for p in levels] == [3.689, round(float(np.median(spans[1][1])), 3), 3.125]
