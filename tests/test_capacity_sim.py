@@ -93,14 +93,9 @@ BUILTIN_TOL = 0.03
 # every other profile and level is held to BUILTIN_TOL on every seed
 KNOWN_MISSES = {
     # L1 only 1.4x faster than the L2 and a pseudo-LRU decline: the decline's start, which places
-    # C, moves 1.4% in bandwidth, and the sag (a power law) says nothing of C: -2% to +21% over 8
-    # seeds, +11% and -2% on these two (+23% and +27% while the lower speed's prior was the
-    # Infinity Cache's instead of the L2's)
-    ("mi300x", "L1"): 0.15,
-    # an L2 only 1.16x faster than the L3 under 1% noise: the hashed models read about 6.4 MiB,
-    # an onset model (modulo) 5.3 MiB with a few percent of the evidence; -6% on seed 4, whose
-    # coarse pass never bisects a fall spread over three coarse steps
-    ("mi210", "L2"): 0.07,
+    # C, moves 1.3% in bandwidth under 1.5% noise: -3.1% to +5.5% over 8 seeds (-7.8% while its
+    # sag could pass for a level: test_a_pseudo_lru_sag_is_read_with_its_fall)
+    ("mi300x", "L1"): 0.06,
 }
 
 
