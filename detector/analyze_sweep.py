@@ -94,16 +94,9 @@ def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray, sigma: float) ->
     (segmentation puts a boundary a refined point or two off): one at each end is left out."""
     bins = range(p.first_bin, p.last_bin + 1)
     med = [float(np.median(y[point_bin == b])) for b in bins if np.any(point_bin == b)]
-    level = float(np.median(med))
     if len(med) > 2 and med[0] > med[1] + EDGE_JUMP * sigma:
         med = med[1:]
     if len(med) > 2 and med[-1] < med[-2] - EDGE_JUMP * sigma:
-        med = med[:-1]
-    # ... and a fall's tail that reaches two bins in, each still a jump off the plateau's level
-    # (mi210's L3 under the L2's hashed tail, its plateau begun a bin early, SIMULATED)
-    while len(med) > 3 and med[0] > level + EDGE_JUMP * sigma:
-        med = med[1:]
-    while len(med) > 3 and med[-1] < level - EDGE_JUMP * sigma:
         med = med[:-1]
     n = min(FLAT_BINS, len(med))
     return min((abs(med[i] - med[i + n - 1]) for i in range(len(med) - n + 1)), default=0.0) if n >= 2 else 0.0

@@ -316,16 +316,3 @@ def test_a_pseudo_lru_sag_between_two_levels_is_not_a_level():
         plats, x, y, point_bin = _plateaus_from_bins(spans, points_per_bin=3, noise=0.003, seed=5)
         levels, partials = select_levels(plats, x, y, point_bin, sigma=0.0065)
         assert (len(levels) == 3) is is_level, [round(p.level_log, 3) for p in levels]
-
-
-def test_a_short_level_under_a_two_bin_fall_tail_is_a_level():
-    """Built-in mi210 seed 4 with more refining points: the L3's plateau began a bin early, in the
-    tail of the L2's hashed fall, so every half-octave window held a tail bin and the L3 (1.25
-    octaves, 1.16x under the L2) was lost; the L2 read its size (+124%). Tail bins still a jump off
-    the plateau's level are left out, as one edge bin was."""
-    from detect_caches.detector.analyze_sweep import select_levels
-    spans = [(1664 * 1024, [3.689] * 16), (6656 * 1024, [3.6555, 3.6486, 3.6284, 3.6337, 3.6227, 3.5945]),
-             (42016 * 1024, [3.125] * 40)]
-    plats, x, y, point_bin = _plateaus_from_bins(spans, bin_octaves=0.25)
-    levels, _ = select_levels(plats, x, y, point_bin, sigma=0.0043)
-    assert [round(p.level_log, 3) for p in levels] == [3.689, round(float(np.median(spans[1][1])), 3), 3.125]

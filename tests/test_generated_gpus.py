@@ -69,3 +69,15 @@ def test_an_interval_narrower_than_its_repeatability_is_refined():
     r = run_one((62, 5, "gpu_generator"))
     got, truth = r["found"][0][1], dict(r["truth"])["L1"]
     assert abs(got / truth - 1) <= 0.03, (got, truth)
+
+
+def test_a_level_whose_top_slopes_under_the_tail_above_is_found():
+    """Generated GPU 75 seed 6: a cliff L0 whose partial hits (0.8 r^-1.05) slope across the
+    whole L1 plateau, cut by segmentation into three pieces. Leaving out two fall bins at a
+    plateau's start, as one is, made the middle piece flat, and the L1 (385 KiB) was lost: a
+    node of eight of these GPUs flagged this one."""
+    run = run_one((75, 6, "gpu_generator"))
+    truth = dict(run["truth"])
+    found = {f[0]: f[1] for f in run["found"]}
+    assert list(found) == [name for name, _ in run["truth"]]
+    assert abs(found["L1"] / truth["L1"] - 1) <= 0.03
