@@ -124,7 +124,7 @@ def test_a_short_level_whose_plateau_ends_in_the_next_fall_is_found():
 
 def test_a_pseudo_lru_sag_is_read_with_its_fall():
     """mi300x seed 2: a third refining round made the L1's sag (42-76 KiB, 0.85 octaves falling
-    9% before the collapse) a level, and the L1 was read from the step above it alone: 29.5 KiB
+    steadily before the collapse) a level, and the L1 was read from the step above it alone: 29.5 KiB
     (-7.8%), a random-replacement tail."""
     prof = dataclasses.replace(load_profile("mi300x"), seed=2)
     det, _ = run_profile(prof)

@@ -283,10 +283,9 @@ def test_warm_fills_the_tables_a_run_reads():
     assert hitmodels._random_ways_table.cache_info().misses == before
 
 
-def _plateaus_from_bins(spans, points_per_bin=1, noise=0.0, seed=0, bin_octaves=1 / 8):
+def _plateaus_from_bins(spans, points_per_bin=1, noise=0.0, seed=0):
     """(plateaus, x, y, point_bin) from spans of (first size in KiB, bin medians in log10 GB/s),
-    a bin each ``bin_octaves`` (an eighth of an octave: detector.curve.BINS_PER_OCTAVE, where
-    every bin holds points)."""
+    a bin each eighth of an octave (detector.curve.BINS_PER_OCTAVE)."""
     from detect_caches.detector.plateaus import Plateau
     rng = np.random.default_rng(seed)
     xs, ys, bins, plats, b = [], [], [], [], 0
@@ -294,7 +293,7 @@ def _plateaus_from_bins(spans, points_per_bin=1, noise=0.0, seed=0, bin_octaves=
         first = b
         for k, med in enumerate(meds):
             for j in range(points_per_bin):
-                xs.append(np.log2(start_kib * 1024.0) + (k + j / points_per_bin / 8 / bin_octaves) * bin_octaves)
+                xs.append(np.log2(start_kib * 1024.0) + (k + j / points_per_bin) / 8)
                 ys.append(med + rng.normal(0, noise) if noise else med)
                 bins.append(b)
             b += 1
@@ -307,7 +306,7 @@ def _plateaus_from_bins(spans, points_per_bin=1, noise=0.0, seed=0, bin_octaves=
 def test_a_pseudo_lru_sag_between_two_levels_is_not_a_level():
     """Built-in mi300x seed 2 in miniature: the L1's pseudo-LRU sag, 0.9 octaves that fall 9%
     steadily before the collapse, holds 'flat' within 3 point sigmas over any half octave; its
-    points slope surely (t ~ 10). A level as short and as noisy beside it that holds its speed is
+    points slope surely (t about 12). A level as short and as noisy beside it that holds its speed is
     kept."""
     from detect_caches.detector.analyze_sweep import select_levels
     sag = list(np.linspace(4.550, 4.510, 8))
