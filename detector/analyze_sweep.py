@@ -15,6 +15,7 @@ import numpy as np
 
 from detect_caches.detector.capacity import BOOTSTRAP, estimate_capacity
 from detect_caches.detector.curve import Curve, binned, local_level, point_sigma, robust_sigma
+from detect_caches.detector.falling_below import lower_speeds
 from detect_caches.detector.levels import Step, SweepAnalysis
 from detect_caches.detector.fall_levels import demote_fitted_through, promote_in_misfits
 from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments, stands_out
@@ -36,13 +37,19 @@ SLOPE_OCTAVES = 1.0             # (a longer one may slope and be a level: a rand
                                 # cache's hits leave 100% well before it is full)
 
 
-def _distinct(a: Plateau, b: Plateau, sigma: float | None = None) -> bool:
+def _distinct(a: Plateau, b: Plateau, sigma: float | None = None, point: float | None = None) -> bool:
     """``sigma``: the sweep's last plateau is ``b``, whose scatter past NOISE_SPREADS point sigmas
     is a fall it holds (the last cache's, where the sweep reaches memory), not noise that could
-    hide a step (physics GPU 132 seed 1: a 1.55x Infinity Cache merged into memory)."""
+    hide a step (physics GPU 132 seed 1: a 1.55x Infinity Cache merged into memory). ``point``:
+    the points' noise, past NOISE_SPREADS of which either plateau's scatter is a ramp it took in
+    (physics GPU 130 seed 2: a broad 1.34x L2 fall's bins in the L2's plateau, and L2 and memory
+    one level)."""
     b_spread = b.spread_log if sigma is None else min(b.spread_log, NOISE_SPREADS * sigma)
+    a_spread = a.spread_log
+    if point is not None:
+        a_spread, b_spread = min(a_spread, NOISE_SPREADS * point), min(b_spread, NOISE_SPREADS * point)
     step = abs(a.level_log - b.level_log)
-    need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a.spread_log, b_spread))
+    need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a_spread, b_spread))
     return step >= min(need, ALWAYS_DISTINCT)
 
 
@@ -136,7 +143,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
     i = 0
     while i < len(plats) - 1:
         a, b = plats[i], plats[i + 1]
-        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b, sigma if i + 2 == len(plats) else None):
+        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b, sigma if i + 2 == len(plats) else None, sigma):
             plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
             continue
         i += 1
@@ -185,14 +192,17 @@ def _far_half(plateaus: list[Plateau]) -> bool:
             and c.level_log < mid.level_log < a.level_log)
 
 
-def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, models) -> Step:
-    """The fall between plateaus ``i`` and ``i + 1`` of ``an``, fitted."""
+def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, models,
+              below: Step | None = None) -> Step:
+    """The fall between plateaus ``i`` and ``i + 1`` of ``an``, fitted; ``below``: the next fall,
+    whose fitted curve is the lower level's speed where it has begun inside this window."""
     curve, hi, lo = an.curve, an.plateaus[i], an.plateaus[i + 1]
     sel = an.step_points(i)
     # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
     # as memory does past a cache); the upper one's edge may already be inside the fall
     lo_log = local_level(curve.y, an.point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
     ps = an.point_sigma or an.sigma
+    lo_log = lower_speeds(below, curve.size_bytes[sel], ps, lo_log)
     est = estimate_capacity(curve.size_bytes[sel], curve.y[sel], hi.level_log, lo_log, an.sigma, seed=i,
                             resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
                             split_until_bytes=lo.size_lo_bytes * 2 ** SPLIT_PAST,
@@ -202,6 +212,17 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
     rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
     inner = [p for p in an.partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
     return Step(upper=i, estimate=est, rise=rise, partials=inner)
+
+
+def _refit_over_falling(an: SweepAnalysis, fit) -> None:
+    """Refit, from the bottom up, each fall whose level below has begun its own fall inside the
+    fall's window, against that fall's fitted curve."""
+    curve, ps = an.curve, an.point_sigma or an.sigma
+    for i in reversed(range(len(an.steps) - 1)):
+        lo = an.plateaus[i + 1]
+        lo_log = local_level(curve.y, an.point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
+        if np.ndim(lower_speeds(an.steps[i + 1], curve.size_bytes[an.step_points(i)], ps, lo_log)):
+            an.steps[i] = fit(i, below=an.steps[i + 1])
 
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
@@ -246,6 +267,7 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
     an.steps = [fit(i) for i in range(len(plateaus) - 1)]
     promote_in_misfits(an, fit)
     demote_fitted_through(an, fit)
+    _refit_over_falling(an, fit)
     plateaus, steps = an.plateaus, an.steps
     usable_until = None
     for i, st in enumerate(steps):
