@@ -54,11 +54,12 @@ def _distinct(a: Plateau, b: Plateau, sigma: float | None = None, point: float |
 
 
 INSIDE_OCTAVES = (0.3, 1.5)   # a plateau's own points: at least this far from the fall, within this
+LAST_OCTAVES = 1.0   # the sweep's last plateau is read over its last octave
 INSIDE_SIGMA = math.log10(1.03)   # ... and their level trusted to 3% at best: a segmented plateau
                                   # may already hold the start of a slow decline
 
 
-def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float) -> tuple[float, float]:
+def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float, last: bool = False) -> tuple[float, float]:
     """A plateau's speed from points inside it only (log10 GB/s) and its 1-sigma: the upper one's
     from its first octave and a half, the lower one's from after the fall has ended; refinement
     crowds points at the plateau's edge, and they belong to the fall. Its sigma: the points' noise over
@@ -67,6 +68,8 @@ def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float) -> tupl
     near, far = INSIDE_OCTAVES
     if upper:   # its first octave and a half: a slow decline may already hold the rest
         sel = (x >= p.size_lo_bytes) & (x <= min(p.size_hi_bytes / 2 ** near, p.size_lo_bytes * 2 ** far))
+    elif last:  # the sweep's last plateau: its last octave, past a random tail's partial hits
+        sel = (x >= max(p.size_lo_bytes * 2 ** near, p.size_hi_bytes / 2 ** LAST_OCTAVES)) & (x <= p.size_hi_bytes)
     else:       # past the fall's last partial hits, within two octaves
         sel = (x >= p.size_lo_bytes * 2 ** near) & (x <= min(p.size_hi_bytes, p.size_lo_bytes * 2 ** (far + 0.5)))
     ys = curve.y[sel]
@@ -207,7 +210,8 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
                             resample_sigma=an.point_sigma, resamples=resamples, split=split_first and i == 0,
                             split_until_bytes=lo.size_lo_bytes * 2 ** SPLIT_PAST,
                             plateaus=(inside_level(curve, hi, upper=True, sigma=ps),
-                                      inside_level(curve, lo, upper=False, sigma=ps)),
+                                      inside_level(curve, lo, upper=False, sigma=ps,
+                                                   last=i + 2 == len(an.plateaus))),
                             models=models)
     rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
     inner = [p for p in an.partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
