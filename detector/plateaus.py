@@ -47,13 +47,43 @@ def _segments(n_bins: int, bkps: list[int]) -> list[list[int]]:
     return [[a, b - 1] for a, b in zip(edges, edges[1:]) if b > a]
 
 
-def _apart(a: list[int], b: list[int], sigma: float) -> float:
-    """How far apart two neighbouring segments' median levels must be to stay two: at least 10%;
-    five sigmas between two single bins, and between longer ones 3.5 times the noise of their
-    medians (1.25 sigma / sqrt(bins) each). One bin's five sigmas merged a 1.2x step under 3% noise
-    between two plateaus of 20 bins each (generated GPU 26)."""
+def _apart(a: list[int], b: list[int], sigma: float, floor: float = MIN_LEVEL_STEP) -> float:
+    """How far apart two neighbouring segments' median levels must be to stay two: at least
+    ``floor`` (10%); five sigmas between two single bins, and between longer ones 3.5 times the
+    noise of their medians (1.25 sigma / sqrt(bins) each). One bin's five sigmas merged a 1.2x
+    step under 3% noise between two plateaus of 20 bins each (generated GPU 26)."""
     n_a, n_b = a[1] - a[0] + 1, b[1] - b[0] + 1
-    return max(MIN_LEVEL_STEP, min(5 * sigma, 3.5 * 1.25 * sigma * math.sqrt(1 / n_a + 1 / n_b)))
+    return max(floor, min(5 * sigma, 3.5 * 1.25 * sigma * math.sqrt(1 / n_a + 1 / n_b)))
+
+
+def _between(segs: list[list[int]], i: int, level, sigma: float) -> bool:
+    """Does segment ``i`` lie strictly between the levels of its neighbours, themselves apart? Then
+    it is part of the fall between them (a ramp) or a level of its own, told from either by its
+    noise alone: a bandwidth floor would merge a 1.2x fall into the level above it (physics GPU
+    46 seed 2: a 1.24x L2 fall's five bins into the L2's plateau, which then held its fall)."""
+    if not 0 < i < len(segs) - 1:
+        return False
+    a, b, c = level(segs[i - 1]), level(segs[i]), level(segs[i + 1])
+    return min(a, c) < b < max(a, c) and abs(a - c) >= _apart(segs[i - 1], segs[i + 1], sigma)
+
+
+EDGE_SIGMAS = 3.0   # a ramp's end bin this close to the level beside it (and nearer it) is that level's
+
+
+def _edge_bins(segs: list[list[int]], by: np.ndarray, level, sigma: float) -> None:
+    """Move a ramp's end bins that sit at the level beside it into that level: a breakpoint a bin
+    off puts a plateau's last bin in the fall's first segment (the H100 PCIe table's L1: its
+    plateau's 204 KiB bin with 236 KiB's, in the fall), which then ends the plateau a bin early."""
+    for i in range(len(segs) - 1):
+        a, b = segs[i], segs[i + 1]
+        if _between(segs, i + 1, level, sigma):     # b a ramp: its first bins may be a's
+            while b[1] > b[0] and abs(by[b[0]] - level(a)) <= EDGE_SIGMAS * sigma < abs(by[b[0]] - level(b)):
+                a[1] += 1
+                b[0] += 1
+        if _between(segs, i, level, sigma):         # a a ramp: its last bins may be b's
+            while a[1] > a[0] and abs(by[a[1]] - level(b)) <= EDGE_SIGMAS * sigma < abs(by[a[1]] - level(a)):
+                a[1] -= 1
+                b[0] -= 1
 
 
 def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[int]]:
@@ -75,10 +105,12 @@ def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[i
         if changed:
             continue
         for i in range(len(segs) - 1):
-            if abs(level(segs[i]) - level(segs[i + 1])) < _apart(segs[i], segs[i + 1], sigma):
+            ramp = _between(segs, i, level, sigma) or _between(segs, i + 1, level, sigma)
+            if abs(level(segs[i]) - level(segs[i + 1])) < _apart(segs[i], segs[i + 1], sigma, 0.0 if ramp else MIN_LEVEL_STEP):
                 segs[i:i + 2] = [[segs[i][0], segs[i + 1][1]]]
                 changed = True
                 break
+    _edge_bins(segs, by, level, sigma)
     # ramps: short segments strictly between their neighbours' levels
     plateaus = []
     for i, s in enumerate(segs):
@@ -89,8 +121,9 @@ def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[i
         plateaus.append(s)
     # two plateaus left next to each other at nearly one level (a ramp removed between): merge
     merged: list[list[int]] = []
-    for s in plateaus:
-        if merged and s[0] == merged[-1][1] + 1 and abs(level(merged[-1]) - level(s)) < _apart(merged[-1], s, sigma):
+    for i, s in enumerate(plateaus):
+        floor = 0.0 if _between(plateaus, i, level, sigma) else MIN_LEVEL_STEP
+        if merged and s[0] == merged[-1][1] + 1 and abs(level(merged[-1]) - level(s)) < _apart(merged[-1], s, sigma, floor):
             merged[-1][1] = s[1]
         else:
             merged.append(list(s))
