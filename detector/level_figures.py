@@ -37,12 +37,19 @@ def confidence(an: SweepAnalysis, step_index: int) -> float:
     c /= 1 + 10 * e.noise_repeatability
     if not an.segmentation.cross_checked:
         c *= 0.8
-    near = (an.curve.size_bytes >= e.low_bytes) & (an.curve.size_bytes <= e.high_bytes)
-    flagged = np.count_nonzero((an.curve.flagged_bytes >= e.low_bytes / 1.5) & (an.curve.flagged_bytes <= e.high_bytes * 1.5))
-    if near.any() or flagged:
-        c *= 1 - 0.5 * min(1.0, max(float(an.curve.noisy[near].mean()) if near.any() else 0.0,
-                                    flagged / max(flagged + int(near.sum()), 1)))
+    c *= 1 - 0.5 * _spoilt_share(an, e.low_bytes, e.high_bytes)
     return round(float(min(max(c, 0.0), 1.0)), 3)
+
+
+def _spoilt_share(an: SweepAnalysis, lo_bytes: float, hi_bytes: float) -> float:
+    """The share of the points between ``lo_bytes`` and ``hi_bytes`` that were noisy, or flagged
+    (poor fit, remeasured) within half as much again either side: a busy GPU's doubt."""
+    near = (an.curve.size_bytes >= lo_bytes) & (an.curve.size_bytes <= hi_bytes)
+    flagged = np.count_nonzero((an.curve.flagged_bytes >= lo_bytes / 1.5) & (an.curve.flagged_bytes <= hi_bytes * 1.5))
+    if not (near.any() or flagged):
+        return 0.0
+    return min(1.0, max(float(an.curve.noisy[near].mean()) if near.any() else 0.0,
+                        flagged / max(flagged + int(near.sum()), 1)))
 
 
 def _pooled_spread(plateaus) -> float:
@@ -76,7 +83,8 @@ def plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: b
     floor = 0.0 if simulated else BANDWIDTH_FLOOR
     return Level(name=name, scope=scope, bandwidth_gbs=round(10 ** level_log, 1),
                  bandwidth_spread_gbs=round(spread, 1), sweep=an.sweep,
-                 confidence=round(float(min(1.0, p.n_points / 6) / (1 + 20 * p.spread_log)), 3),
+                 confidence=round(float(min(1.0, p.n_points / 6) / (1 + 20 * p.spread_log)
+                                        * (1 - 0.5 * _spoilt_share(an, p.size_lo_bytes, p.size_hi_bytes))), 3),
                  plateau_lo_bytes=float(p.size_lo_bytes), plateau_hi_bytes=float(p.size_hi_bytes),
                  bandwidth_repeatability=round(math.hypot(sampling, floor), 5))
 

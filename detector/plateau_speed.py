@@ -1,48 +1,66 @@
-"""A level's speed from the points of its plateau that the fall above it has left: partial hits
-of a random-replacement tail run on for octaves into the next plateau and read it fast (an HBM
-plateau after a random-replacement L4 read 0 to +12% off the simulated memory's speed on eight
-seeds, its points past the tail -1.1 to +2.1%)."""
+"""A level's speed from the points of its plateau that the falls beside it have left: partial
+hits of a random-replacement tail run on for octaves into the next plateau and read it fast (an
+HBM plateau after a random-replacement L4 read 0 to +12% off the simulated memory's speed on eight
+seeds, its points past the tail -1.1 to +2.1%), and a pseudo-LRU decline or a hashed fall begins
+inside the plateau before its capacity and reads it slow, most where refinement crowded points
+(generated GPU 25 seed 1: an L1 read -4.9%, against -1.2% on seed 2, and the pair drifted)."""
 from __future__ import annotations
 
 import numpy as np
 
 from detect_caches.detector.hitmodels import hit_curve
 from detect_caches.detector.levels import SweepAnalysis
+from detect_caches.detector.plateaus import weighted_median
 
-SETTLED = 0.5     # a point whose fitted partial hits lift it by this many point sigmas is in the fall
+SETTLED = 0.5     # a point whose fitted partial hits move it by this many point sigmas is in a fall
 MIN_SETTLED = 3   # fewer settled points than this: the fall's fitted lower speed
 
 
-def _lift(an: SweepAnalysis, i: int, sizes: np.ndarray) -> np.ndarray | None:
-    """log10 of how much the fall above plateau ``i`` lifts each size's speed (its best model's
-    partial hits between the fitted plateau speeds); None where that fall has no fit."""
-    if i == 0 or i - 1 >= len(an.steps):
+def _moved(an: SweepAnalysis, step: int, sizes: np.ndarray, *, below: bool) -> np.ndarray | None:
+    """log10 of how far fall ``step``'s best model moves each size's speed off the plateau's:
+    ``below`` the plateau under the fall, its partial hits lift it (positive); above it, its first
+    misses slow it (positive too). None where that fall has no fit."""
+    if not 0 <= step < len(an.steps):
         return None
-    est = an.steps[i - 1].estimate
+    est = an.steps[step].estimate
     if est.fit is None or not est.fit.fits or est.hi_log is None or est.lo_log is None:
         return None
     best = est.fit.best
     h = np.clip(hit_curve(best.model, sizes / best.capacity_bytes, best.theta), 0.0, 1.0)
-    slower = 1.0 - 10 ** (float(np.median(est.lo_log)) - est.hi_log)
-    return -np.log10(np.maximum(1.0 - h * slower, 1e-9))
+    ratio = 10 ** (est.hi_log - float(np.median(est.lo_log)))     # how much faster the level above is
+    if below:
+        return -np.log10(np.maximum(1.0 - h * (1.0 - 1.0 / ratio), 1e-9))
+    return np.log10(np.maximum(h + (1.0 - h) * ratio, 1e-9))
 
 
 def plateau_speed(an: SweepAnalysis, i: int) -> tuple[float, float, int]:
     """(log10 GB/s, 1.4826 MAD of the points, their number) of plateau ``i``: its core points
-    past the fall above (all of them where no fitted partial hit lifts one)."""
+    past the fall above and before the fall below (all of them where no fitted fall moves one),
+    each bin of sizes counted once; the points just past the fall above less what it still lifts."""
     p = an.plateaus[i]
     n = p.n_core or p.n_points
     first, last = p.core_bins or (p.first_bin, p.last_bin)
     sel = (an.point_bin >= first) & (an.point_bin <= last)
-    lift = _lift(an, i, an.curve.size_bytes[sel])
-    if lift is None:
+    sizes = an.curve.size_bytes[sel]
+    lift = _moved(an, i - 1, sizes, below=True)
+    sag = _moved(an, i, sizes, below=False)
+    if lift is None and sag is None:
         return p.level_log, p.spread_log, n
-    settled = lift < SETTLED * (an.point_sigma or an.sigma)
+    sigma = an.point_sigma or an.sigma
+    lift = np.zeros(sizes.size) if lift is None else lift
+    sag = np.zeros(sizes.size) if sag is None else sag
+    settled = (lift < SETTLED * sigma) & (sag < SETTLED * sigma)
     if settled.all():
         return p.level_log, p.spread_log, n
-    est = an.steps[i - 1].estimate
     if np.count_nonzero(settled) < MIN_SETTLED:
-        return float(np.median(est.lo_log)), p.spread_log, n
-    ys = an.curve.y[sel][settled]
-    med = float(np.median(ys))
-    return med, float(1.4826 * np.median(np.abs(ys - med))), int(ys.size)
+        if np.count_nonzero(lift >= SETTLED * sigma) and i > 0:
+            return float(np.median(an.steps[i - 1].estimate.lo_log)), p.spread_log, n
+        return p.level_log, p.spread_log, n
+    # ... each less the lift the fit still gives it: settled points just past the tail read the
+    # level fast by up to SETTLED point sigmas each (generated GPU 26 seed 7's memory +2.9%)
+    ys = an.curve.y[sel][settled] - lift[settled]
+    w = 1.0 / np.bincount(an.point_bin)[an.point_bin[sel][settled]]
+    med = weighted_median(ys, w)
+    # as many points as the weights are worth: a crowded bin's points count as fewer
+    effective = float(w.sum() ** 2 / np.sum(w * w))
+    return med, 1.4826 * weighted_median(np.abs(ys - med), w), max(int(round(effective)), 1)
