@@ -2,6 +2,7 @@
 a 5% change of any level's capacity or bandwidth is caught, and a node or a fleet names exactly
 its odd GPUs. Every run is seeded (the same verdicts on every machine)."""
 import json
+import math
 import os
 import random
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from detect_caches.reports.compare import compare_results
@@ -194,18 +196,22 @@ def test_memory_speed_is_read_past_a_random_tail():
 
 
 def test_a_rerun_that_another_model_wins_is_not_drift():
-    """Generated GPU 24's L2 (a random-replacement fall at a 1.8x ratio, 95.5 MiB): seeds 1-7 read a
-    random tail, seed 8 a hashed-set fall some 20% larger. Each run's repeatability counts how
-    likely a model with too little evidence to move its estimate is to win a rerun (the random
-    tail is 5-7 point variances behind on seed 8, the hashed fall 15 on seed 3), so compare calls
-    the pair no drift; before, both said 2% and it was a +25% drift."""
+    """Generated GPU 26's L2 (a random-replacement fall at a 1.2x ratio under 2.9% noise, 64 MiB):
+    most seeds read a random tail, one (seed 2 today) a few-way LRU share that puts it some 15%
+    larger. Each run's repeatability counts how likely a model with too little evidence to move
+    its estimate is to win a rerun, so compare calls no pair of the eight seeds a drift (before,
+    generated GPU 24's seeds 3 and 8 said 2% each and read +25% apart, a drift)."""
+    import itertools
     import gpu_generator
     from sim_runs import result_of
-    a, b = (result_of(dict(gpu_generator.draw_gpu(24), seed=s)) for s in (3, 8))
-    la, lb = (next(lv for lv in r["levels"] if lv["name"] == "L2") for r in (a, b))
-    assert lb["capacity_bytes"] / la["capacity_bytes"] - 1 > 0.12          # the reading moved
-    assert lb["capacity_repeatability"] > 0.05 and la["capacity_repeatability"] > 0.03
-    assert not compare_results(a, b).drifted
+    runs = [result_of(dict(gpu_generator.draw_gpu(26), seed=s)) for s in range(1, 9)]
+    l2 = [next(lv for lv in r["levels"] if lv["name"] == "L2") for r in runs]
+    caps = [lv["capacity_bytes"] for lv in l2]
+    assert max(caps) / min(caps) - 1 > 0.12                     # the reading moved between seeds
+    widest = max(range(8), key=lambda k: abs(math.log(caps[k] / float(np.median(caps)))))
+    assert l2[widest]["capacity_repeatability"] > 0.05          # ... and the run that moved says so
+    for a, b in itertools.combinations(runs, 2):
+        assert not compare_results(a, b).drifted
 
 
 def test_fleet_json_rows_are_the_same_document_as_the_indented_form():

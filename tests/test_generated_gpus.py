@@ -51,15 +51,21 @@ def test_a_pseudo_lru_sag_is_not_a_level_of_its_own():
 
 
 def test_noise_that_keeps_an_interval_wide_gets_more_refining_rounds(monkeypatch):
-    """The built-in mi210's L2 (a hashed fall at a 1.16x ratio), seed 7: -6.2% with two refining
-    rounds, within 3% with the four it now takes."""
+    """The built-in mi210's L2 (a hashed fall at a 1.16x ratio), seed 4: -9.4% after one refining
+    round, whose interval stays wide; within 3% with the three rounds it takes. (Seed 7 read -6.2%
+    with two rounds once; since plateaus weigh each bin of sizes once, it is right after one.)"""
     import detect_caches.measure.session as session
+    import detect_caches.pipeline.sweep_detect as sweep_detect
     rounds, real = [], session.refine_intervals
     monkeypatch.setattr(session, "refine_intervals", lambda *a, **k: rounds.append(1) or real(*a, **k))
-    r = run_one((8, 7, "builtin"))
-    assert r["profile"] == "mi210" and len(rounds) > 2
-    got, truth = next(f[1] for f in r["found"] if f[0] == "L2"), dict(r["truth"])["L2"]
-    assert abs(got / truth - 1) <= 0.03, (got, truth)
+
+    def l2_error():
+        r = run_one((8, 4, "builtin"))
+        assert r["profile"] == "mi210"
+        return abs(next(f[1] for f in r["found"] if f[0] == "L2") / dict(r["truth"])["L2"] - 1)
+    assert l2_error() <= 0.03 and len(rounds) > 2
+    monkeypatch.setattr(sweep_detect, "ROUNDS", 1)
+    assert l2_error() > 0.06
 
 
 def test_an_interval_narrower_than_its_repeatability_is_refined():
