@@ -10,9 +10,10 @@ from detect_caches.pipeline.cli_log import get as _logger
 
 LOG = _logger("api")   # -v: each step on stderr (pipeline.cli_log)
 REFINE_BUDGET = 48   # measurements each round for the capacities the analysis left uncertain
-ROUNDS = 4           # refining rounds at most (at least one): the first for every wide interval, the
+ROUNDS = 6           # refining rounds at most (at least one): the first for every wide interval, the
                      # others where noise still keeps one wide (SIMULATED, 4 rounds against 2: physics
-                     # GPUs 100 x 2 within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%)
+                     # GPUs 100 x 2 within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%; 6
+                     # against 4, physics 300 x 2 93.9 -> 94.1%, beyond 20% 7 -> 6, formula 98.0 -> 97.8%)
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
