@@ -10,7 +10,7 @@ import numpy as np
 
 from detect_caches.detector.hitmodels import hit_curve
 from detect_caches.detector.levels import SweepAnalysis
-from detect_caches.detector.plateaus import weighted_median
+from detect_caches.detector.plateaus import bin_weights, weighted_median
 
 SETTLED = 0.5     # a point whose fitted partial hits move it by this many point sigmas is in a fall
 MIN_SETTLED = 3   # fewer settled points than this: the fall's fitted lower speed
@@ -59,7 +59,7 @@ def plateau_speed(an: SweepAnalysis, i: int) -> tuple[float, float, int]:
     # ... each less the lift the fit still gives it: settled points just past the tail read the
     # level fast by up to SETTLED point sigmas each (generated GPU 26 seed 7's memory +2.9%)
     ys = an.curve.y[sel][settled] - lift[settled]
-    w = 1.0 / np.bincount(an.point_bin)[an.point_bin[sel][settled]]
+    w = bin_weights(an.point_bin, sel)[settled]
     med = weighted_median(ys, w)
     # as many points as the weights are worth: a crowded bin's points count as fewer
     effective = float(w.sum() ** 2 / np.sum(w * w))

@@ -141,6 +141,11 @@ def weighted_median(v: np.ndarray, w: np.ndarray) -> float:
     return float(v[i])
 
 
+def bin_weights(point_bin: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """Each selected point's weight when every bin of sizes counts once: one over its bin's points."""
+    return 1.0 / np.bincount(point_bin)[point_bin[sel]]
+
+
 def build_plateaus(ranges: list[list[int]], x: np.ndarray, y: np.ndarray,
                    point_bin: np.ndarray) -> list[Plateau]:
     out = []
@@ -156,7 +161,7 @@ def build_plateaus(ranges: list[list[int]], x: np.ndarray, y: np.ndarray,
         # each bin of sizes counts once, however many points refinement put in it: refined points
         # crowd the plateau's edge next to a fall, and a plain median reads the plateau low and its
         # spread wide (physics GPU 236 seed 2: a 1.25x random L2 fall merged into its L3)
-        w = 1.0 / np.bincount(point_bin)[point_bin[sel]]
+        w = bin_weights(point_bin, sel)
         med = weighted_median(ys, w)
         spread = 1.4826 * weighted_median(np.abs(ys - med), w) if ys.size > 2 else 0.0
         inside = (point_bin >= first) & (point_bin <= last)
