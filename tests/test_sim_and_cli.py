@@ -81,7 +81,7 @@ def test_random_profiles_found_and_sized(seed):
 
 def test_simulated_mi300x_end_to_end(tmp_path):
     # the simulated MI300X's L1 (a pseudo-LRU decline only 1.4x above the L2) is uncertain: its
-    # confidence has read 0.2 to 0.6 (the doubt line's exit code: tests/test_exit_codes.py), so the
+    # confidence has read 0.2 to 0.8 (the doubt line's exit code: tests/test_exit_codes.py), so the
     # result is accepted either way
     assert main(["--simulate", "mi300x", "--quiet", "--accept-incomplete", "--out", str(tmp_path / "mi")]) == 0
     result = json.loads((tmp_path / "mi" / "result.json").read_text())
@@ -92,15 +92,16 @@ def test_simulated_mi300x_end_to_end(tmp_path):
         lv = by_name[name]
         assert abs(lv["capacity_bytes"] / size - 1) <= 0.03, name
     # L1 over L2 is 1.4x only (test_capacity_sim.KNOWN_MISSES says why the L1 is looser): its
-    # interval holds the size and is wide (24-43 KiB): the sag's start is what places it, and the
-    # figure moves with the noise. This run read 37.8 KiB, then 32.75 KiB after the second
-    # refining round, and 36.5 KiB (+14%) since the round also measures where the models part
-    # (de3fb44); over 24 seeds (sweep_and_detect, SIMULATED) the L1 is within 10% on 19 both
-    # before and after that change, beyond 15% on 4 before and 3 after (issue 28, target 2)
+    # interval holds the size and says the doubt (24-43 KiB with up to four refining rounds,
+    # 30-36.5 KiB with six): the sag's start is what places it, and the figure moves with the
+    # noise. This run read 37.8 KiB, then 32.75 KiB after the second refining round, 36.5 KiB
+    # (+14%) since the round also measures where the models part (de3fb44), and 32.75 KiB with
+    # six rounds; over 24 seeds (sweep_and_detect, SIMULATED) the L1 was within 10% on 19 both
+    # before and after de3fb44, beyond 15% on 4 before and 3 after (issue 28, target 2)
     l1 = by_name["L1"]
     assert abs(l1["capacity_bytes"] / (32 * KIB) - 1) <= 0.15
     assert l1["capacity_low_bytes"] <= 32 * KIB <= l1["capacity_high_bytes"]
-    assert l1["capacity_high_bytes"] / l1["capacity_low_bytes"] > 1.3
+    assert l1["capacity_high_bytes"] / l1["capacity_low_bytes"] > 1.1
     assert not any("above its physical ceiling" in w for w in result["warnings"])
     report = (tmp_path / "mi" / "report.md").read_text()
     assert "per XCD" in report and "Infinity Cache" in report
