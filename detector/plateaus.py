@@ -122,7 +122,9 @@ def merge_segments(by: np.ndarray, bkps: list[int], sigma: float) -> list[list[i
     # two plateaus left next to each other at nearly one level (a ramp removed between): merge
     merged: list[list[int]] = []
     for i, s in enumerate(plateaus):
-        floor = 0.0 if _between(plateaus, i, level, sigma) else MIN_LEVEL_STEP
+        # the floor is off where either of the two lies between its neighbours, as in the loop above
+        ramp = i > 0 and (_between(plateaus, i, level, sigma) or _between(plateaus, i - 1, level, sigma))
+        floor = 0.0 if ramp else MIN_LEVEL_STEP
         if merged and s[0] == merged[-1][1] + 1 and abs(level(merged[-1]) - level(s)) < _apart(merged[-1], s, sigma, floor):
             merged[-1][1] = s[1]
         else:

@@ -21,6 +21,10 @@ def test_a_low_ratio_falls_ramp_is_not_merged_into_the_level_above():
     merged the ramp into the upper plateau (physics GPU 46 seed 2's L2, read +42%)."""
     by = _levels((17, 15800), (5, 15200), (8, 13000))
     assert merge_segments(by, [17, 22], sigma=0.002) == [[0, 16], [17, 21], [22, 29]]
+    # ... nor into the level below, where it ends 4% over it (a random tail levelling out): the
+    # last pass over the plateaus judged only the later of two by where it lies (from a review)
+    by = _levels((17, 15800), (5, 13500), (8, 13000))
+    assert merge_segments(by, [17, 22], sigma=0.002) == [[0, 16], [17, 21], [22, 29]]
 
 
 def test_two_segments_of_one_level_still_merge():
