@@ -26,7 +26,7 @@ MIN_POINTS = 6
 MIN_LEVEL_OCTAVES = 0.85   # a level's plateau spans at least this much working set
 DISTINCT_SPREADS = 2.5     # two long plateaus closer than this many pooled spreads are one level
 ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, however noisy
-NOISE_SPREADS = 3.0        # the last plateau's scatter counts up to this many point sigmas (_distinct)
+NOISE_SPREADS = 3.0        # a long plateau's scatter counts up to this many point sigmas (_distinct)
 LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
 KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
 FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
@@ -37,15 +37,13 @@ SLOPE_OCTAVES = 1.0             # (a longer one may slope and be a level: a rand
                                 # cache's hits leave 100% well before it is full)
 
 
-def _distinct(a: Plateau, b: Plateau, sigma: float | None = None, point: float | None = None) -> bool:
-    """``sigma``: the sweep's last plateau is ``b``, whose scatter past NOISE_SPREADS point sigmas
-    is a fall it holds (the last cache's, where the sweep reaches memory), not noise that could
-    hide a step (physics GPU 132 seed 1: a 1.55x Infinity Cache merged into memory). ``point``:
-    the points' noise, past NOISE_SPREADS of which either plateau's scatter is a ramp it took in
-    (physics GPU 130 seed 2: a broad 1.34x L2 fall's bins in the L2's plateau, and L2 and memory
-    one level)."""
-    b_spread = b.spread_log if sigma is None else min(b.spread_log, NOISE_SPREADS * sigma)
-    a_spread = a.spread_log
+def _distinct(a: Plateau, b: Plateau, point: float | None = None) -> bool:
+    """``point``: the points' noise, past NOISE_SPREADS of which either plateau's scatter is a
+    fall it took in, not noise that could hide a step: the sweep's last plateau's, the last
+    cache's fall where the sweep reaches memory (physics GPU 132 seed 1: a 1.55x Infinity Cache
+    merged into memory), and a middle plateau's, a broad fall's bins at its edge (physics GPU 130
+    seed 2: a 1.34x L2 fall's bins in the L2's plateau, and L2 and memory one level)."""
+    a_spread, b_spread = a.spread_log, b.spread_log
     if point is not None:
         a_spread, b_spread = min(a_spread, NOISE_SPREADS * point), min(b_spread, NOISE_SPREADS * point)
     step = abs(a.level_log - b.level_log)
@@ -61,7 +59,8 @@ INSIDE_SIGMA = math.log10(1.03)   # ... and their level trusted to 3% at best: a
 
 def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float, last: bool = False) -> tuple[float, float]:
     """A plateau's speed from points inside it only (log10 GB/s) and its 1-sigma: the upper one's
-    from its first octave and a half, the lower one's from after the fall has ended; refinement
+    from its first octave and a half, the lower one's from after the fall has ended (``last``:
+    the sweep's last plateau, from its last octave, past a random tail's partial hits); refinement
     crowds points at the plateau's edge, and they belong to the fall. Its sigma: the points' noise over
     their number, and never under INSIDE_SIGMA."""
     x = curve.size_bytes
@@ -146,7 +145,7 @@ def select_levels(plateaus: list[Plateau], x: np.ndarray, y: np.ndarray, point_b
     i = 0
     while i < len(plats) - 1:
         a, b = plats[i], plats[i + 1]
-        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b, sigma if i + 2 == len(plats) else None, sigma):
+        if min(a.octaves, b.octaves) >= min_octaves and not _distinct(a, b, sigma):
             plats[i:i + 2] = [_merge_plateaus(a, b, x, y, point_bin)]
             continue
         i += 1
