@@ -15,7 +15,8 @@ import numpy as np
 
 from detect_caches.detector.capacity import BOOTSTRAP, estimate_capacity
 from detect_caches.detector.curve import Curve, binned, local_level, point_sigma, robust_sigma
-from detect_caches.detector.falling_below import lower_speeds
+from detect_caches.detector.falling_below import (LOCAL_BINS, chain_plateaus, lower_speeds, own_window_span,
+                                                 refit_over_falling)
 from detect_caches.detector.levels import Step, SweepAnalysis
 from detect_caches.detector.fall_levels import demote_fitted_through, promote_in_misfits
 from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments, stands_out
@@ -27,7 +28,6 @@ MIN_LEVEL_OCTAVES = 0.85   # a level's plateau spans at least this much working 
 DISTINCT_SPREADS = 2.5     # two long plateaus closer than this many pooled spreads are one level
 ALWAYS_DISTINCT = math.log10(1.5)   # ... unless 1.5x apart: never a drift, however noisy
 NOISE_SPREADS = 3.0        # a long plateau's scatter counts up to this many point sigmas (_distinct)
-LOCAL_BINS = 8             # the lower plateau's level next to a fall: its first octave
 KNOWN_SPEED = math.log10(1.15)   # a plateau this close to a level another sweep found is that level
 FLAT_DRIFT = math.log10(1.03)   # ... and somewhere holds its speed within this over half an octave
 FLAT_BINS = 4                   # ... over this many of its bins
@@ -96,17 +96,32 @@ def fallen(p: Plateau, y: np.ndarray, point_bin: np.ndarray) -> float:
     return float(np.median(y[t[0]]) - np.median(y[t[1]])) if t is not None else 0.0
 
 
+def _edge_cut(med: list[float], jump: float) -> list[float]:
+    """``med`` less its first bin where it is ``jump`` beyond (above; below where ``jump`` is
+    negative) the next, or less its first two where both are beyond a level run of three bins
+    right after them (within 2 |jump|)."""
+    step, sign = abs(jump), math.copysign(1.0, jump)
+    if len(med) > 4 and np.ptp(med[2:5]) < 2 * step:
+        level = float(np.median(med[2:5]))
+        if all((m - level) * sign > step for m in med[:2]):
+            return med[2:]
+    if len(med) > 2 and (med[0] - med[1]) * sign > step:
+        return med[1:]
+    return med
+
+
 def _flattest(p: Plateau, y: np.ndarray, point_bin: np.ndarray, sigma: float) -> float:
     """The least the plateau's speed moves over FLAT_BINS of its bins (log10): a level holds its
-    speed somewhere; a tail of partial hits slopes all along. An edge bin a step off its
-    neighbour (faster at the start, slower at the end) holds the fall beside the plateau
-    (segmentation puts a boundary a refined point or two off): one at each end is left out."""
+    speed somewhere; a tail of partial hits slopes all along. Edge bins a step off the bins after
+    them (faster at the start, slower at the end) hold the fall beside the plateau (segmentation
+    puts a boundary a refined point or two off): one or two at each end are left out."""
     bins = range(p.first_bin, p.last_bin + 1)
     med = [float(np.median(y[point_bin == b])) for b in bins if np.any(point_bin == b)]
-    if len(med) > 2 and med[0] > med[1] + EDGE_JUMP * sigma:
-        med = med[1:]
-    if len(med) > 2 and med[-1] < med[-2] - EDGE_JUMP * sigma:
-        med = med[:-1]
+    jump = EDGE_JUMP * sigma
+    # ... or two where a level run follows (refined points in the fall above moved built-in
+    # mi210 seed 4's L3 plateau two bins into it, and it was lost); one that slopes all along has none
+    med = _edge_cut(med, jump)
+    med = _edge_cut(med[::-1], -jump)[::-1]
     n = min(FLAT_BINS, len(med))
     return min((abs(med[i] - med[i + n - 1]) for i in range(len(med) - n + 1)), default=0.0) if n >= 2 else 0.0
 
@@ -211,21 +226,10 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
                             plateaus=(inside_level(curve, hi, upper=True, sigma=ps),
                                       inside_level(curve, lo, upper=False, sigma=ps,
                                                    last=i + 2 == len(an.plateaus))),
-                            models=models)
+                            models=models, capacity_span_bytes=own_window_span(an, i, sel))
     rise = lo.level_log > hi.level_log + MIN_LEVEL_STEP / 2
     inner = [p for p in an.partials if hi.last_bin < p.first_bin and p.last_bin < lo.first_bin]
     return Step(upper=i, estimate=est, rise=rise, partials=inner)
-
-
-def _refit_over_falling(an: SweepAnalysis, fit) -> None:
-    """Refit, from the bottom up, each fall whose level below has begun its own fall inside the
-    fall's window, against that fall's fitted curve."""
-    curve, ps = an.curve, an.point_sigma or an.sigma
-    for i in reversed(range(len(an.steps) - 1)):
-        lo = an.plateaus[i + 1]
-        lo_log = local_level(curve.y, an.point_bin, lo.first_bin, lo.first_bin + LOCAL_BINS - 1, lo.level_log)
-        if np.ndim(lower_speeds(an.steps[i + 1], curve.size_bytes[an.step_points(i)], ps, lo_log)):
-            an.steps[i] = fit(i, below=an.steps[i + 1])
 
 
 def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float = MIN_LEVEL_OCTAVES,
@@ -270,7 +274,9 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
     an.steps = [fit(i) for i in range(len(plateaus) - 1)]
     promote_in_misfits(an, fit)
     demote_fitted_through(an, fit)
-    _refit_over_falling(an, fit)
+    refit_over_falling(an, fit)
+    if curve.sweep != "private":   # a per-SM fall chained into the L2's: physics GPU 142's L1 +111%
+        chain_plateaus(an, fit)
     plateaus, steps = an.plateaus, an.steps
     usable_until = None
     for i, st in enumerate(steps):

@@ -82,13 +82,14 @@ def _step(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float) -> Cap
 def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: float | np.ndarray,
                       noise_log: float, *, seed: int = 0, resample_sigma: float | None = None,
                       resamples: int = BOOTSTRAP, split: bool = False, split_until_bytes: float = math.inf,
-                      plateaus=None, models: tuple | None = None) -> CapacityEstimate:
+                      plateaus=None, models: tuple | None = None, capacity_span_bytes=None) -> CapacityEstimate:
     """``sizes``/``y``: raw points (bytes, log10 GB/s) spanning the transition, plateau ends included;
     ``hi_log``/``lo_log``: the plateaus' levels from segmentation (the lower one may be one figure
     per point: a level that is itself falling, whose shape then enters the fit); ``noise_log``:
     the curve's noise; ``resample_sigma``: one point's noise (``noise_log`` when not given);
     ``plateaus``: ((log10 GB/s, 1-sigma) of the upper plateau, of the lower one) from their own
-    points, which hold the fit's plateau speeds near them."""
+    points, which hold the fit's plateau speeds near them; ``capacity_span_bytes``: the sizes the
+    smooth models' candidate capacities span (None: the points')."""
     order = np.argsort(sizes, kind="stable")
     sizes = np.asarray(sizes, dtype=float)[order]
     y = np.asarray(y, dtype=float)[order]
@@ -99,7 +100,7 @@ def estimate_capacity(sizes: np.ndarray, y: np.ndarray, hi_log: float, lo_log: f
     point = noise_log if resample_sigma is None else resample_sigma
     fit = fit_fall(sizes, y, sigma_point=max(point, 1e-3), lower_shape=lower_shape, split=split,
                    split_until_bytes=split_until_bytes,
-                   sigma_curve=noise_log, plateaus=plateaus, resamples=resamples,
+                   sigma_curve=noise_log, plateaus=plateaus, resamples=resamples, capacity_span_bytes=capacity_span_bytes,
                    models=[BY_MODEL[m] if isinstance(m, str) else m for m in models] if models else None)
     if fit is None:
         return _step(sizes, y, hi_log, lo_log if not np.ndim(lo_log) else float(np.median(lo_log)))

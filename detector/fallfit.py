@@ -170,16 +170,19 @@ def _posterior(win: FallWindow, fits: list[ModelFit], sigma: float) -> tuple[np.
 def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = False,
              split_until_bytes: float = math.inf,
              sigma_curve: float | None = None, plateaus=None, models=None,
-             resamples: int = RESAMPLES) -> FallFit | None:
+             resamples: int = RESAMPLES, capacity_span_bytes=None) -> FallFit | None:
     """Fit and combine the models on one fall's points (``sizes`` in bytes, ``y`` log10 GB/s,
     from inside the upper plateau to inside the lower one); ``lower_shape``: the lower level's
     relative inverse speed at each point (a level that is itself falling), or None; ``split``:
     the level may be split in two partitions with a slower far half (a model of its own), ending
     by ``split_until_bytes``; ``resamples``: refits on fresh noise behind a shallow fit's
-    repeatability (0: its curvature alone)."""
+    repeatability (0: its curvature alone); ``capacity_span_bytes``: the sizes the smooth models'
+    candidate capacities span (a window reaching past its fall: the fall's own; None: the points')."""
     if len(sizes) < 4:
         return None
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
+    if capacity_span_bytes is not None:
+        win.c_span = (math.log(capacity_span_bytes[0]), math.log(capacity_span_bytes[1]))
     chosen = {m.name: m for m in models or MODELS}     # a device level's: detector.hitmodels.DEVICE_MODELS
     starts = dict(zip(chosen, _grids(win, list(chosen.values()))))
     starts = {k: v for k, v in starts.items() if v}

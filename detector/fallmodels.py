@@ -39,7 +39,8 @@ def _candidates(win: FallWindow, model: HitModel) -> np.ndarray:
     grid across the window (smooth ones)."""
     if model.onset:
         return win.x[:-1]
-    return np.linspace(win.x[0] - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
+    lo, hi = win.c_span
+    return np.linspace(lo - 0.15, hi + 0.15, SMOOTH_GRID)
 
 
 def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:

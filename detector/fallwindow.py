@@ -94,6 +94,7 @@ class FallWindow:
         self.u_mid = float(np.median(self.u))
         self.visible = VISIBLE * max(sigma_point, 1e-3)
         self.prior = None
+        self.c_span = (float(self.x[0]), float(self.x[-1]))   # where the smooth models' C candidates lie
         if plateaus is not None:
             # each plateau's speed from its own points (log10 GB/s and its 1-sigma) as a ridge on
             # 1/GB/s, weighed as that many points of this noise would weigh in the fit

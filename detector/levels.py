@@ -86,6 +86,7 @@ class SweepAnalysis:
     partials: list[Plateau] = field(default_factory=list)   # short plateaus inside falls
     point_bin: object = None                  # each raw point's bin (numpy array)
     point_sigma: float | None = None          # one raw point's noise (curve.point_sigma)
+    window_ends: dict = field(default_factory=dict)   # a fall's window reaching past its usual end
 
     def step_points(self, i: int):
         """Boolean mask of the curve's points that go into step ``i``'s estimate: the upper
@@ -94,7 +95,10 @@ class SweepAnalysis:
         x = self.curve.size_bytes
         start = max(hi.size_lo_bytes, hi.size_hi_bytes / 2 ** STEP_EDGE_OCTAVES)
         end = min(lo.size_hi_bytes, lo.size_lo_bytes * 2 ** STEP_EDGE_OCTAVES)
+        reach = self.window_ends.get(i)
         inside = (self.point_bin >= hi.first_bin) & (self.point_bin <= lo.last_bin)
+        if reach is not None:
+            return (self.point_bin >= hi.first_bin) & (x >= start * (1 - 1e-9)) & (x <= max(reach, end) * (1 + 1e-9))
         sel = inside & (x >= start * (1 - 1e-9)) & (x <= end * (1 + 1e-9))
         # the lower plateau's last points may already be in the next fall (segmentation puts the
         # boundary a point or two late): slower than the plateau, they would drag its fitted speed

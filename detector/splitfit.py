@@ -107,7 +107,7 @@ def fit_split(win: FallWindow, *, until_bytes: float = math.inf, model: str = "s
     the least gives the repeatability."""
     if math.isnan(until_bytes) or until_bytes <= 0:
         raise ValueError(f"until_bytes must be a positive size or inf, not {until_bytes}")
-    lnc = np.linspace(win.x[0] + math.log(2) - 0.15, win.x[-1] + 0.15, SMOOTH_GRID)
+    lnc = np.linspace(win.c_span[0] + math.log(2) - 0.15, win.c_span[1] + 0.15, SMOOTH_GRID)
     best_rss = np.full(lnc.size, np.inf)
     starts = []
     top = math.log(until_bytes)
