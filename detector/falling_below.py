@@ -76,8 +76,5 @@ def own_window_span(an: SweepAnalysis, i: int, sel: np.ndarray):
     lower level's speed, not C (generated GPU 55's narrow L2 between candidates 4.6% apart)."""
     if i not in an.window_ends:
         return None
-    reach = an.window_ends.pop(i)
-    inside = an.step_points(i)
-    an.window_ends[i] = reach
-    x = an.curve.size_bytes[inside & sel]
+    x = an.curve.size_bytes[an.step_points(i, own=True) & sel]
     return (float(x.min()), float(x.max())) if x.size else None

@@ -88,14 +88,15 @@ class SweepAnalysis:
     point_sigma: float | None = None          # one raw point's noise (curve.point_sigma)
     window_ends: dict = field(default_factory=dict)   # a fall's window reaching past its usual end
 
-    def step_points(self, i: int):
+    def step_points(self, i: int, *, own: bool = False):
         """Boolean mask of the curve's points that go into step ``i``'s estimate: the upper
-        plateau's last bins, the fall, the lower plateau's first bins."""
+        plateau's last bins, the fall, the lower plateau's first bins (``own``: without a
+        chained reach past them)."""
         hi, lo = self.plateaus[i], self.plateaus[i + 1]
         x = self.curve.size_bytes
         start = max(hi.size_lo_bytes, hi.size_hi_bytes / 2 ** STEP_EDGE_OCTAVES)
         end = min(lo.size_hi_bytes, lo.size_lo_bytes * 2 ** STEP_EDGE_OCTAVES)
-        reach = self.window_ends.get(i)
+        reach = None if own else self.window_ends.get(i)
         inside = (self.point_bin >= hi.first_bin) & (self.point_bin <= lo.last_bin)
         if reach is not None:
             return (self.point_bin >= hi.first_bin) & (x >= start * (1 - 1e-9)) & (x <= max(reach, end) * (1 + 1e-9))
