@@ -1,6 +1,6 @@
 """Capacities on generated GPUs (tests/gpu_generator.py): the accuracy figures of BENCHMARKS.md.
 
-    python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--jobs 2] [--json out.json] [--physics]
+    python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--first-seed 1] [--jobs 2] [--json out.json] [--physics]
     python benchmarks/accuracy.py --builtins --seeds 8      # the built-in profiles (--simulate NAME)
 
 --physics draws the GPUs from tests/physics_generator.py instead: the same kind of GPUs, with each
@@ -101,6 +101,7 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=300)
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds first-seed .. first-seed + seeds - 1 (others than the done-when's 1 and 2: a check held out)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--physics", action="store_true", help="GPUs whose falls come from simulated caches")
@@ -111,7 +112,7 @@ def main() -> None:
     if a.builtins:
         from detect_caches.measure.sim.profile import BUILTIN_PROFILES
         a.first, a.gpus = 0, len(BUILTIN_PROFILES)
-    jobs = [(k, s, generator) for k in range(a.first, a.first + a.gpus) for s in range(1, a.seeds + 1)]
+    jobs = [(k, s, generator) for k in range(a.first, a.first + a.gpus) for s in range(a.first_seed, a.first_seed + a.seeds)]
     with ProcessPoolExecutor(a.jobs) as pool:
         runs = list(pool.map(run_one, jobs, chunksize=2))
     s = summarize(runs)
