@@ -25,7 +25,7 @@ from detect_caches.detector.level_figures import check_ceilings, device_levels, 
 from detect_caches.detector.levels import Detection, Level, SweepAnalysis
 from detect_caches.detector.memo import Memo, analyze
 from detect_caches.detector.peaks import attach_peaks
-from detect_caches.detector.telling import telling_sizes
+from detect_caches.detector.telling import rival_sizes, telling_sizes
 from detect_caches.detector.units import fmt_bytes
 from detect_caches.device import DeviceFacts, is_rdna
 from detect_caches.errors import InputError
@@ -230,12 +230,13 @@ REFINE_SIZES = 6     # sizes measured again inside each uncertain capacity's int
 
 
 def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
-                    noisier_than: float = 0.0) -> list[tuple[str, list[float]]]:
+                    noisier_than: float = 0.0, rivals: bool = False) -> list[tuple[str, list[float]]]:
     """(sweep, sizes in that sweep's x units) for each level fall whose capacity interval is still
     wider than ``wider_than`` either way (or REPEAT_REACH of its repeatabilities are) and whose
     repeatability is at least ``noisier_than``:
     sizes spread over the interval, and where the fall's leading models part, for
-    measure.session.refine_intervals."""
+    measure.session.refine_intervals; ``rivals``: also where a device fall's leader and its rival
+    part (detector.telling.rival_sizes), after the first round."""
     out = []
     for name in ("private", "shared"):
         an = detection.sweeps.get(name)
@@ -264,5 +265,17 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
                 xs += telling_sizes(e.fit, low_bytes=e.low_bytes,
                                     high_bytes=min(3 * e.high_bytes, float(np.max(an.curve.size_bytes))),
                                     point_sigma=an.point_sigma or an.sigma)
+            else:
+                xs = []
+            # a device fall's rival with a capacity well apart, left out of the estimate by the
+            # evidence so far, measured where the two part (every later round: until the evidence
+            # settles it; in the first, generated GPU 26 seed 3's L2, 1.2x over memory under 3%
+            # noise, merged into memory); per-SM/CU falls not (their rivals part in a decline's
+            # tail: SIMULATED physics L1s read worse, the built-in mi300x L1 13% on one seed of 8)
+            if rivals and name == "shared":
+                xs += rival_sizes(e.fit, low_bytes=e.low_bytes / 2,
+                                  high_bytes=min(3 * e.high_bytes, float(np.max(an.curve.size_bytes))),
+                                  point_sigma=an.point_sigma or an.sigma, measured=an.curve.size_bytes)
+            if xs:
                 out.append((name, [float(x) for x in xs]))
     return out

@@ -47,9 +47,11 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     # end when no interval asks, and never take what the peak probes and, after a latency sweep,
     # its sector and line probes are owed (the budget is a ceiling on the whole run)
     owed = opts.peak_budget + (LATENCY_PROBE_SHARE if any(r.sweep == "chase" for r in log.records) else 0)
-    for wider_than, noisier_than in ((UNCERTAIN, 0.0),) + ((STILL_UNCERTAIN, STILL_NOISY),) * (ROUNDS - 1):
+    for later, (wider_than, noisier_than) in enumerate(((UNCERTAIN, 0.0),) + ((STILL_UNCERTAIN, STILL_NOISY),) * (ROUNDS - 1)):
         budget = min(REFINE_BUDGET, max(0, opts.budget - owed - len(log.records)))
-        requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than)
+        requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than, rivals=bool(later))
+        if not requests and not later:
+            continue    # no interval wide: the later rounds' rivals may still ask
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
