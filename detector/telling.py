@@ -55,13 +55,21 @@ def telling_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma:
     # GPU 222 seed 2: LRU 8-way +37% against random replacement, whose tail went unmeasured)
     if not float(np.max(ys.max(axis=0) - ys.min(axis=0))) >= CLEAR * max(point_sigma, 1e-3):
         return []
+    return _parting(x, part, count)
+
+
+def _parting(x: np.ndarray, part: np.ndarray, count: int, held: np.ndarray | None = None) -> list[float]:
+    """Up to ``count`` of ``x`` where ``part`` is largest, each where it is HALF of the most or
+    more, GAP apart; a size with RIVAL_MEASURED of the ln sizes ``held`` within GAP / 2 is passed
+    over (its neighbourhood still closed to the next)."""
     out: list[float] = []
     lnx, least = np.log(x), HALF * float(part.max())
     for _ in range(count):
         i = int(np.argmax(part))
         if not part[i] >= least:
             break
-        out.append(float(x[i]))
+        if held is None or np.count_nonzero(np.abs(held - lnx[i]) < GAP / 2) < RIVAL_MEASURED:
+            out.append(float(x[i]))
         part = np.where(np.abs(lnx - lnx[i]) < GAP, 0.0, part)
     return sorted(out)
 
@@ -88,14 +96,4 @@ def rival_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma: f
     part = np.abs(predicted_log(lead, x) - predicted_log(rival, x))
     if not float(part.max()) >= CLEAR * max(point_sigma, 1e-3):
         return []
-    out: list[float] = []
-    lnx, least = np.log(x), HALF * float(part.max())
-    held = np.log(np.asarray(measured, dtype=float).reshape(-1))
-    for _ in range(count):
-        i = int(np.argmax(part))
-        if not part[i] >= least:
-            break
-        if np.count_nonzero(np.abs(held - lnx[i]) < GAP / 2) < RIVAL_MEASURED:
-            out.append(float(x[i]))
-        part = np.where(np.abs(lnx - lnx[i]) < GAP, 0.0, part)
-    return sorted(out)
+    return _parting(x, part, count, held=np.log(np.asarray(measured, dtype=float).reshape(-1)))

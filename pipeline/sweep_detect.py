@@ -1,6 +1,6 @@
 """The sweeps and their analysis, refined where a capacity's interval stayed wide (more rounds
-while it is still very wide and noise keeps it so): the measuring run's path (pipeline.api) and
-the simulated accuracy checks (benchmarks, tests)."""
+while it is still very wide and noise keeps it so, or a device fall's rival is still untold): the
+measuring run's path (pipeline.api) and the simulated accuracy checks (benchmarks, tests)."""
 from __future__ import annotations
 
 import threading
@@ -47,10 +47,10 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
     # end when no interval asks, and never take what the peak probes and, after a latency sweep,
     # its sector and line probes are owed (the budget is a ceiling on the whole run)
     owed = opts.peak_budget + (LATENCY_PROBE_SHARE if any(r.sweep == "chase" for r in log.records) else 0)
-    for later, (wider_than, noisier_than) in enumerate(((UNCERTAIN, 0.0),) + ((STILL_UNCERTAIN, STILL_NOISY),) * (ROUNDS - 1)):
+    for k, (wider_than, noisier_than) in enumerate(((UNCERTAIN, 0.0),) + ((STILL_UNCERTAIN, STILL_NOISY),) * (ROUNDS - 1)):
         budget = min(REFINE_BUDGET, max(0, opts.budget - owed - len(log.records)))
-        requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than, rivals=bool(later))
-        if not requests and not later:
+        requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than, rivals=k > 0)
+        if not requests and k == 0:
             continue    # no interval wide: the later rounds' rivals may still ask
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
