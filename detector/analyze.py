@@ -242,8 +242,10 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
         an = detection.sweeps.get(name)
         if an is None:
             continue
+        point_sigma, largest = an.point_sigma or an.sigma, float(np.max(an.curve.size_bytes))
         for st in an.steps:
             e = st.estimate
+            reach = min(3 * e.high_bytes, largest)    # where models may still part: 3x the interval's top
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than
             # ... or narrower than its own repeatability says it should be: a pseudo-LRU decline's
             # grid profile is jagged along its slope-vs-start valley (generated GPU 62 seed 5's L1:
@@ -262,9 +264,7 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
                 # and where the fall's leading models part most (a tail against a far half), up to
                 # 3x the interval's top: past the fit's window such points still place the level
                 # below (cut at the window's end, 100 physics GPUs x 4 seeds read 84.9 -> 83.6% within 3%)
-                xs += telling_sizes(e.fit, low_bytes=e.low_bytes,
-                                    high_bytes=min(3 * e.high_bytes, float(np.max(an.curve.size_bytes))),
-                                    point_sigma=an.point_sigma or an.sigma)
+                xs += telling_sizes(e.fit, low_bytes=e.low_bytes, high_bytes=reach, point_sigma=point_sigma)
             else:
                 xs = []
             # a device fall's rival with a capacity well apart, left out of the estimate by the
@@ -273,9 +273,8 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
             # noise, merged into memory); per-SM/CU falls not (their rivals part in a decline's
             # tail: SIMULATED physics L1s read worse, the built-in mi300x L1 13% on one seed of 8)
             if rivals and name == "shared":
-                xs += rival_sizes(e.fit, low_bytes=e.low_bytes / 2,
-                                  high_bytes=min(3 * e.high_bytes, float(np.max(an.curve.size_bytes))),
-                                  point_sigma=an.point_sigma or an.sigma, measured=an.curve.size_bytes)
+                xs += rival_sizes(e.fit, low_bytes=e.low_bytes / 2, high_bytes=reach, point_sigma=point_sigma,
+                                  measured=an.curve.size_bytes)
             if xs:
                 out.append((name, [float(x) for x in xs]))
     return out
