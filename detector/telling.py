@@ -20,6 +20,8 @@ RIVAL_SCORE = 16.0   # ... and whose score is within this of the leader's (weigh
                      # apart from it however little evidence it has now ...
 RIVAL_MEASURED = 4   # ... at sizes that hold fewer points than this within GAP / 2 (the rounds end
                      # where the data has been asked: a broad fall crowded with points reads as two)
+CONTEST_WEIGHT = MAJOR   # the two leading models each count in the estimate ...
+CONTEST_APART = 1.03   # ... and their capacities differ by this factor: the reading flips with the seed
 
 
 def predicted_log(fit, sizes: np.ndarray) -> np.ndarray:
@@ -92,8 +94,28 @@ def rival_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma: f
     if not rivals:
         return []
     rival = max(rivals, key=lambda f: f.weight)
+    return _between(lead, rival, low_bytes, high_bytes, point_sigma, measured, count)
+
+
+def contest_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma: float,
+                  measured=(), count: int = TELLING_SIZES) -> list[float]:
+    """Sizes where the fall's two leading models part most, when each holds CONTEST_WEIGHT of
+    the evidence and their capacities lie CONTEST_APART: an estimate between them moves with
+    the seed (a cliff onto partial hits read as random replacement 3-10% early, generated GPUs
+    263 and 276) however narrow the interval they make together."""
+    fits = sorted(getattr(fall_fit, "fits", ()), key=lambda f: -f.weight)
+    if len(fits) < 2 or not high_bytes > low_bytes > 0:
+        return []
+    lead, other = fits[0], fits[1]
+    if other.weight < CONTEST_WEIGHT or abs(np.log(other.capacity_bytes / lead.capacity_bytes)) < np.log(CONTEST_APART):
+        return []
+    return _between(lead, other, low_bytes, high_bytes, point_sigma, measured, count)
+
+
+def _between(a, b, low_bytes: float, high_bytes: float, point_sigma: float, measured, count: int) -> list[float]:
+    """Where models ``a`` and ``b`` part most (rival_sizes, contest_sizes)."""
     x = np.geomspace(low_bytes, high_bytes, 200)
-    part = np.abs(predicted_log(lead, x) - predicted_log(rival, x))
+    part = np.abs(predicted_log(a, x) - predicted_log(b, x))
     if not float(part.max()) >= CLEAR * max(point_sigma, 1e-3):
         return []
     return _parting(x, part, count, held=np.log(np.asarray(measured, dtype=float).reshape(-1)))

@@ -1,6 +1,8 @@
 """A device fall's rival (detector.telling.rival_sizes): the best-scored model whose capacity lies
 RIVAL_APART from the leader's is measured where the two part, however little evidence it holds,
-until the data there is in. SIMULATED (the hit-rate models, tests/physics_generator.py)."""
+until the data there is in; any fall's two leading models that both count in the estimate and
+read it CONTEST_APART apart (contest_sizes) likewise. SIMULATED (the hit-rate models,
+tests/gpu_generator.py and tests/physics_generator.py)."""
 import dataclasses
 import math
 
@@ -9,8 +11,9 @@ import pytest
 
 from detect_caches.detector.fallfit import fit_fall
 from detect_caches.detector.hitmodels import BY_NAME, DEVICE_MODELS
-from detect_caches.detector.telling import (CLEAR, GAP, HALF, RIVAL_APART, RIVAL_MEASURED, RIVAL_SCORE,
-                                            TELLING_SIZES, predicted_log, rival_sizes)
+from detect_caches.detector.telling import (CLEAR, CONTEST_APART, CONTEST_WEIGHT, GAP, HALF, RIVAL_APART,
+                                            RIVAL_MEASURED, RIVAL_SCORE, TELLING_SIZES, contest_sizes,
+                                            predicted_log, rival_sizes)
 
 MIB = 2 ** 20
 C = 140 * MIB
@@ -87,6 +90,43 @@ def test_sizes_already_measured_are_not_asked_again():
     assert xs[0] not in again and set(again) <= set(xs)
     fewer = rival_sizes(led, low_bytes=sizes[0], high_bytes=sizes[-1], point_sigma=0.007, measured=held[1:])
     assert fewer == xs
+
+
+def test_two_leading_models_apart_are_told_where_they_part():
+    """Two models that both count in the estimate, their capacities CONTEST_APART or more apart:
+    sizes where their curves part (the estimate between them moves with the seed otherwise).
+    One that counts for too little, or reads the level alike, asks for nothing."""
+    sizes, fit = _lru_fall(4)
+    ways, rnd = _pair(fit)
+    low, high = sizes[0], sizes[-1]
+    xs = contest_sizes(_led_by(fit, rnd, ways, 0.6), low_bytes=low, high_bytes=high, point_sigma=0.007)
+    part = lambda at: np.abs(predicted_log(ways, np.asarray(at)) - predicted_log(rnd, np.asarray(at)))  # noqa: E731
+    most = float(part(np.geomspace(low, high, 200)).max())
+    assert 0 < len(xs) <= TELLING_SIZES and np.all(part(xs) >= HALF * most * 0.999)
+    assert contest_sizes(_led_by(fit, rnd, ways, CONTEST_WEIGHT * 0.9), low_bytes=low, high_bytes=high,
+                         point_sigma=0.007) == []
+    alike = dataclasses.replace(ways, capacity_bytes=rnd.capacity_bytes * CONTEST_APART * 0.99)
+    assert contest_sizes(_led_by(fit, rnd, alike, 0.6), low_bytes=low, high_bytes=high, point_sigma=0.007) == []
+    held = np.repeat(xs, RIVAL_MEASURED)
+    assert contest_sizes(_led_by(fit, rnd, ways, 0.6), low_bytes=low, high_bytes=high, point_sigma=0.007,
+                         measured=held) == []
+
+
+@pytest.mark.parametrize("gpu,seed", [(190, 2), (263, 4)])
+def test_a_contest_between_a_cliff_and_random_replacement_is_measured(gpu, seed):
+    """Generated GPUs whose L1 two models read 3-5% apart, the estimate between them: a random
+    replacement tail -3.0% (GPU 190 seed 2) and against a cliff onto partial hits -3.3% (GPU 263
+    seed 4) before the points where they part were measured; within 3% with them."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(gpu), seed=seed)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(gpu_generator.expected_levels(spec))
+    l1 = next(lv for lv in det.levels if lv.name == "L1")
+    assert abs(l1.capacity_bytes / truth["L1"] - 1) < 0.03, (l1.capacity_bytes, truth["L1"])
 
 
 def _physics(gpu: int, seed: int):
