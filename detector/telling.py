@@ -22,6 +22,9 @@ RIVAL_MEASURED = 4   # ... at sizes that hold fewer points than this within GAP 
                      # where the data has been asked: a broad fall crowded with points reads as two)
 CONTEST_WEIGHT = MAJOR   # the two leading models each count in the estimate ...
 CONTEST_APART = 1.03   # ... and their capacities differ by this factor: the reading flips with the seed
+CONTEST_MEASURED = 8   # ... at sizes holding fewer points than this: curves a few point sigmas apart
+                       # need more than a rival's four (SIMULATED, physics GPUs 300 x 2 within 10%
+                       # 98.9 -> 99.4%, beyond 20% 6 -> 3; formula spread within 2% 94.9 -> 95.2%)
 
 
 def predicted_log(fit, sizes: np.ndarray) -> np.ndarray:
@@ -60,7 +63,8 @@ def telling_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma:
     return _parting(x, part, count)
 
 
-def _parting(x: np.ndarray, part: np.ndarray, count: int, held: np.ndarray | None = None) -> list[float]:
+def _parting(x: np.ndarray, part: np.ndarray, count: int, held: np.ndarray | None = None,
+             enough: int = RIVAL_MEASURED) -> list[float]:
     """Up to ``count`` of ``x`` where ``part`` is largest, each where it is HALF of the most or
     more, GAP apart; a size with RIVAL_MEASURED of the ln sizes ``held`` within GAP / 2 is passed
     over (its neighbourhood still closed to the next)."""
@@ -70,7 +74,7 @@ def _parting(x: np.ndarray, part: np.ndarray, count: int, held: np.ndarray | Non
         i = int(np.argmax(part))
         if not part[i] >= least:
             break
-        if held is None or np.count_nonzero(np.abs(held - lnx[i]) < GAP / 2) < RIVAL_MEASURED:
+        if held is None or np.count_nonzero(np.abs(held - lnx[i]) < GAP / 2) < enough:
             out.append(float(x[i]))
         part = np.where(np.abs(lnx - lnx[i]) < GAP, 0.0, part)
     return sorted(out)
@@ -102,20 +106,22 @@ def contest_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma:
     """Sizes where the fall's two leading models part most, when each holds CONTEST_WEIGHT of
     the evidence and their capacities lie CONTEST_APART: an estimate between them moves with
     the seed (a cliff onto partial hits read as random replacement 3-10% early, generated GPUs
-    263 and 276) however narrow the interval they make together."""
+    263 and 276) however narrow the interval they make together; until CONTEST_MEASURED points
+    lie at each size."""
     fits = sorted(getattr(fall_fit, "fits", ()), key=lambda f: -f.weight)
     if len(fits) < 2 or not high_bytes > low_bytes > 0:
         return []
     lead, other = fits[0], fits[1]
     if other.weight < CONTEST_WEIGHT or abs(np.log(other.capacity_bytes / lead.capacity_bytes)) < np.log(CONTEST_APART):
         return []
-    return _between(lead, other, low_bytes, high_bytes, point_sigma, measured, count)
+    return _between(lead, other, low_bytes, high_bytes, point_sigma, measured, count, CONTEST_MEASURED)
 
 
-def _between(a, b, low_bytes: float, high_bytes: float, point_sigma: float, measured, count: int) -> list[float]:
+def _between(a, b, low_bytes: float, high_bytes: float, point_sigma: float, measured, count: int,
+             enough: int = RIVAL_MEASURED) -> list[float]:
     """Where models ``a`` and ``b`` part most (rival_sizes, contest_sizes)."""
     x = np.geomspace(low_bytes, high_bytes, 200)
     part = np.abs(predicted_log(a, x) - predicted_log(b, x))
     if not float(part.max()) >= CLEAR * max(point_sigma, 1e-3):
         return []
-    return _parting(x, part, count, held=np.log(np.asarray(measured, dtype=float).reshape(-1)))
+    return _parting(x, part, count, held=np.log(np.asarray(measured, dtype=float).reshape(-1)), enough=enough)
