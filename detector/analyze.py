@@ -277,7 +277,7 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
                 xs += rival_sizes(e.fit, low_bytes=e.low_bytes / 2, high_bytes=reach, point_sigma=point_sigma,
                                   measured=an.curve.size_bytes)
             # ... and any fall's two leading models, both in the estimate, 3% or more apart (SIMULATED,
-            # spread within 2% on formula GPUs 300 x 2 94.4 -> 94.9%, held-out seeds 96.0 -> 96.6%)
+            # spread within 2% on formula GPUs 300 x 2 94.4 -> 95.2%, held-out seeds 96.0 -> 96.3%)
             if rivals:
                 xs += contest_sizes(e.fit, low_bytes=e.low_bytes / 2, high_bytes=reach, point_sigma=point_sigma,
                                     measured=an.curve.size_bytes)

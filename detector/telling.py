@@ -66,7 +66,7 @@ def telling_sizes(fall_fit, *, low_bytes: float, high_bytes: float, point_sigma:
 def _parting(x: np.ndarray, part: np.ndarray, count: int, held: np.ndarray | None = None,
              enough: int = RIVAL_MEASURED) -> list[float]:
     """Up to ``count`` of ``x`` where ``part`` is largest, each where it is HALF of the most or
-    more, GAP apart; a size with RIVAL_MEASURED of the ln sizes ``held`` within GAP / 2 is passed
+    more, GAP apart; a size with ``enough`` of the ln sizes ``held`` within GAP / 2 is passed
     over (its neighbourhood still closed to the next)."""
     out: list[float] = []
     lnx, least = np.log(x), HALF * float(part.max())
