@@ -1,5 +1,5 @@
 """The sweeps and their analysis, refined where a capacity's interval stayed wide (more rounds
-while it is still very wide and noise keeps it so, or a device fall's rival is still untold): the
+while it is still very wide and noise keeps it so, or a fall's rival or contest is still untold): the
 measuring run's path (pipeline.api) and the simulated accuracy checks (benchmarks, tests)."""
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
         budget = min(REFINE_BUDGET, max(0, opts.budget - owed - len(log.records)))
         requests = uncertain_falls(detection, wider_than=wider_than, noisier_than=noisier_than, rivals=k > 0)
         if not requests and k == 0:
-            continue    # no interval wide: the later rounds' rivals may still ask
+            continue    # no interval wide: the later rounds' rivals and contests may still ask
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
