@@ -146,7 +146,8 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis, me
     fit = estimate_capacity if memo is None else partial(memo.call, estimate_capacity)
     est = fit(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
               below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,
-              plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma), lower))
+              plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma, first=k == 0),
+                        lower))
     priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 
 

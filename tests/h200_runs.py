@@ -1,8 +1,9 @@
 """Recorded runs of real H200s that the tests read (their measurements.csv, result.json and
 sector.json), kept as one archive, tests/data/h200-runs.tar.xz, and unpacked once per test
 session into a temporary folder: ``H200 / "2026-11-30" / "final" / "bench" / "run1"`` and so on.
-The calls these runs come from, and every other record of them, are in
-records/gpu-calls-2026-11.tar.xz (BENCHMARKS.md says what each call measured)."""
+The 2026-11 calls these runs come from, and every other record of them, are in
+records/gpu-calls-2026-11.tar.xz (BENCHMARKS.md says what each call measured); of the 2026-12-05
+call (card GPU-937fc836) only its four runs' measurements and results are kept here."""
 from __future__ import annotations
 
 import atexit
