@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from detect_caches.detector.fallmodels import ModelFit, fit_model, refine, refine_best, ways_around
+from detect_caches.detector.fallmodels import ModelFit, fit_model, ways_around
 from detect_caches.detector.fallwindow import FallWindow
+from detect_caches.detector.fitmap import polish_each, polish_models
 from detect_caches.detector.flips import flip_spread
 from detect_caches.detector.hitmodels import MODELS, SPLIT_HALVES, crossing_ratio, hit_curve
 from detect_caches.detector.splitfit import SPLITS, fit_split
@@ -105,12 +106,12 @@ def _resampled(win: FallWindow, fit: ModelFit, sigma: float, resamples: int, mod
     H = model.hit(np.exp(win.x - math.log(fit.capacity_bytes))[None, :], fit.theta)
     _, c1, c2 = win.rss(H)
     clean = -np.log10(c1[0] * H[0] + c2[0] * (1 - H[0]) * win.u)
-    logs = []
+    items = []
     for _ in range(resamples):
         noisy = FallWindow(win.sizes, clean + rng.normal(0.0, sigma, clean.size), win.u, sigma)
         noisy.delta, noisy.prior = win.delta, win.prior
-        logs.append(math.log(refine(noisy, model, ModelFit(fit.model, fit.theta, fit.capacity_bytes, math.inf,
-                                                            fit.hi_log, fit.lo_log)).capacity_bytes))
+        items.append((noisy, model, ModelFit(fit.model, fit.theta, fit.capacity_bytes, math.inf, fit.hi_log, fit.lo_log)))
+    logs = [math.log(f.capacity_bytes) for f in polish_each(items)]
     return float(np.std(logs)) if logs else 0.0
 
 
@@ -192,8 +193,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     # points' own noise) keeps no weight however it is polished
     lead = min(f.rss for v in starts.values() for f in v)
     scale = max(max(sigma_point, 1e-3) ** 2, lead / win.x.size)   # the points' noise, or the misfit all share
-    fits = [refine_best(win, chosen[k], v) for k, v in starts.items()
-            if min(f.rss for f in v) <= lead + HOPELESS * scale]
+    fits = polish_models(win, [(chosen[k], v) for k, v in starts.items()
+                               if min(f.rss for f in v) <= lead + HOPELESS * scale])
     if split:
         fits += [f for f in (fit_split(win, until_bytes=split_until_bytes, model=m) for m in SPLITS) if f is not None]
     if not fits:

@@ -135,6 +135,16 @@ def _measure_and_write(device, opts, out: Path | None, base: dict | None, progre
 
 
 def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict, t0: float) -> Result:
+    from detect_caches.pipeline.fitpool import pool_for
+    pool = pool_for(device.facts)       # its workers start while the GPU measures
+    try:
+        return _measure_and_write_pooled(device, opts, out, base, progress, tolerances, t0, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _measure_and_write_pooled(device, opts, out, base, progress, tolerances: dict, t0: float, pool) -> Result:
     from detect_caches.records import MeasurementLog
     from detect_caches.measure.session import measure_latency, probe_latency_lines, probe_level_peaks
     warm: list[Future] = []
@@ -160,7 +170,9 @@ def _measure_and_write_inner(device, opts, out, base, progress, tolerances: dict
             pass
     try:
         session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
-                                                          before_detect=latency_then_warm)
+                                                          before_detect=latency_then_warm, polisher=pool)
+        if pool is not None:
+            session.method["fit_workers"] = pool.workers if not pool.lost else f"0 ({pool.lost})"
         from detect_caches.detector.latency import probe_targets
         plot = _render_later(detection, _title(device.facts), device.facts.vendor) if out else None
         if opts.peak_budget:

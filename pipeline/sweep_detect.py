@@ -16,28 +16,34 @@ ROUNDS = 6           # refining rounds at most (at least one): the first for eve
                      # against 4, physics 300 x 2 93.9 -> 94.1%, beyond 20% 7 -> 6, formula 98.0 -> 97.8%)
 
 
-def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
+def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, polisher=None):
     """The sweeps, the analysis, then more points inside each capacity interval the analysis left
     wide and the analysis again, ROUNDS times at most: (session, detection, analysis seconds).
     ``before_detect`` runs once the sweeps are done (the latency sweep: its points are analysed
-    with the rest)."""
-    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, detect_levels,
-                                                uncertain_falls)
+    with the rest); ``polisher``: worker processes the fits' polishes go to (pipeline.fitpool),
+    or None to polish here."""
+    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import LATENCY_PROBE_SHARE, characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
     memo = Memo()      # a sweep the refining round adds nothing to is not analysed again
+
+    def analyse(records, facts, memo):
+        from detect_caches.detector.analyze import detect_levels
+        from detect_caches.detector.fitmap import polished_by
+        with polished_by(polisher):
+            return detect_levels(records, facts, memo=memo)
     beside = None
     if before_detect is not None:
         # the bandwidth sweeps are analysed while the GPU runs the latency sweep (it adds no
         # points to them): the pass after it finds them in the memo
-        beside = AnalysisBeside(list(session.records), device.facts, memo)
+        beside = AnalysisBeside(list(session.records), device.facts, memo, analyse)
         before_detect(session)
     t = time.perf_counter()
     if beside is not None:
         beside.join()
         session.method["analysis_beside_seconds"] = round(beside.seconds, 3)
-    detection = detect_levels(session.records, device.facts, memo=memo)
+    detection = analyse(session.records, device.facts, memo)
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
              ", ".join(lv.name for lv in detection.levels), seconds)
@@ -56,7 +62,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
         t = time.perf_counter()
-        detection = detect_levels(session.records, device.facts, memo=memo)
+        detection = analyse(session.records, device.facts, memo)
         seconds += time.perf_counter() - t
     for lv in detection.levels:
         LOG.debug("level %s: %s", lv.name, {k: v for k, v in lv.to_dict().items() if k != "notes"})
@@ -64,20 +70,18 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None):
 
 
 class AnalysisBeside(threading.Thread):
-    """``detect_levels(records, facts, memo=memo)`` in a thread, for what it leaves in ``memo``:
-    an error is left for the pass on the run's path to meet and report."""
+    """``detect(records, facts, memo)`` in a thread, for what it leaves in ``memo``: an error is
+    left for the pass on the run's path to meet and report."""
 
-    def __init__(self, records, facts, memo) -> None:
+    def __init__(self, records, facts, memo, detect) -> None:
         super().__init__(name="detect-caches-analysis", daemon=True)
-        self.args, self.seconds = (records, facts, memo), 0.0
+        self.args, self.detect, self.seconds = (records, facts, memo), detect, 0.0
         self.start()
 
     def run(self) -> None:
-        from detect_caches.detector.analyze import detect_levels
         t = time.perf_counter()
         try:
-            records, facts, memo = self.args
-            detect_levels(records, facts, memo=memo)
+            self.detect(*self.args)
         except Exception:
             pass
         self.seconds = time.perf_counter() - t
