@@ -14,7 +14,8 @@ from functools import partial
 
 import numpy as np
 
-from detect_caches.detector.analyze_sweep import INSIDE_OCTAVES, KNOWN_SPEED, analyze_sweep, fallen, inside_level, thirds
+from detect_caches.detector.analyze_sweep import KNOWN_SPEED, analyze_sweep, fallen, thirds
+from detect_caches.detector.inside import INSIDE_OCTAVES, inside_level
 from detect_caches.detector.capacity import estimate_capacity
 from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve

@@ -19,6 +19,7 @@ from detect_caches.detector.falling_below import (LOCAL_BINS, chain_plateaus, lo
                                                  refit_over_falling)
 from detect_caches.detector.levels import Step, SweepAnalysis
 from detect_caches.detector.fall_levels import demote_fitted_through, promote_in_misfits
+from detect_caches.detector.inside import inside_level
 from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments, stands_out
 from detect_caches.detector.segment import segment
 from detect_caches.detector.units import fmt_bytes
@@ -49,60 +50,6 @@ def _distinct(a: Plateau, b: Plateau, point: float | None = None) -> bool:
     step = abs(a.level_log - b.level_log)
     need = max(MIN_LEVEL_STEP, DISTINCT_SPREADS * math.hypot(a_spread, b_spread))
     return step >= min(need, ALWAYS_DISTINCT)
-
-
-INSIDE_OCTAVES = (0.3, 1.5)   # a plateau's own points: at least this far from the fall, within this
-LAST_OCTAVES = 1.0   # the sweep's last plateau is read over its last octave
-SLOW_START = 3.0    # standard errors a later window of the sweep's first plateau must run faster by
-INSIDE_SIGMA = math.log10(1.03)   # ... and their level trusted to 3% at best: a segmented plateau
-                                  # may already hold the start of a slow decline
-
-
-def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float, last: bool = False,
-                 first: bool = False) -> tuple[float, float]:
-    """A plateau's speed from points inside it only (log10 GB/s) and its 1-sigma: the upper one's
-    from its first octave and a half (``first``: the sweep's first plateau, from its fastest octave
-    and a half), the lower one's from after the fall has ended (``last``: the sweep's last plateau,
-    from its last octave, past a random tail's partial hits); refinement crowds points at the
-    plateau's edge, and they belong to the fall. Its sigma: the points' noise over their number,
-    and never under INSIDE_SIGMA."""
-    x = curve.size_bytes
-    near, far = INSIDE_OCTAVES
-    if upper and first:
-        return _fastest_window(curve, p, sigma)
-    if upper:   # its first octave and a half: a slow decline may already hold the rest
-        sel = (x >= p.size_lo_bytes) & (x <= min(p.size_hi_bytes / 2 ** near, p.size_lo_bytes * 2 ** far))
-    elif last:  # the sweep's last plateau: its last octave, past a random tail's partial hits
-        sel = (x >= max(p.size_lo_bytes * 2 ** near, p.size_hi_bytes / 2 ** LAST_OCTAVES)) & (x <= p.size_hi_bytes)
-    else:       # past the fall's last partial hits, within two octaves
-        sel = (x >= p.size_lo_bytes * 2 ** near) & (x <= min(p.size_hi_bytes, p.size_lo_bytes * 2 ** (far + 0.5)))
-    ys = curve.y[sel]
-    if ys.size < 3:
-        return p.level_log, max(p.spread_log, sigma, 0.003) * 2
-    return float(np.median(ys)), max(1.2533 * sigma / math.sqrt(ys.size), INSIDE_SIGMA)
-
-
-def _fastest_window(curve: Curve, p: Plateau, sigma: float) -> tuple[float, float]:
-    """The sweep's first plateau: its first octave and a half, unless a later window of it runs
-    clearly faster (SLOW_START standard errors): the smallest working sets may run slow on launch
-    and tiling overheads (an H200's private sweep 23-30 TB/s at 10-19 KiB against 32.5 past 40
-    KiB: a prior 8% slow read its L1 228 KiB for 221), where the fastest of a level's own windows
-    is only noise (SIMULATED, formula GPUs: the fastest window always, 98.3 -> 98.0% within 3%)."""
-    x, y = curve.size_bytes, curve.y
-    near, far = INSIDE_OCTAVES
-    end = p.size_hi_bytes / 2 ** near
-    first = y[(x >= p.size_lo_bytes) & (x <= min(end, p.size_lo_bytes * 2 ** far))]
-    if first.size < 3:
-        return inside_level(curve, p, upper=True, sigma=sigma)
-    best = (float(np.median(first)), first.size)
-    for start in np.unique(x[(x > p.size_lo_bytes) & (x * 2 ** far <= end)]):
-        ys = y[(x >= start) & (x <= start * 2 ** far)]
-        if ys.size >= 3 and np.median(ys) > best[0]:
-            best = (float(np.median(ys)), ys.size)
-    apart = SLOW_START * 1.2533 * sigma * math.sqrt(1 / first.size + 1 / best[1])
-    if best[0] - float(np.median(first)) <= apart:
-        return inside_level(curve, p, upper=True, sigma=sigma)
-    return best[0], max(1.2533 * sigma / math.sqrt(best[1]), INSIDE_SIGMA)
 
 
 def thirds(p: Plateau, point_bin: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -154,7 +154,7 @@ def test_the_first_plateaus_slow_start_is_not_its_speed():
     """The smallest working sets of an H200's private sweep run 23-30 TB/s (launch and tiling
     overheads), its L1 32.5 TB/s past 40 KiB: read from the plateau's first octave and a half the
     L1's speed came out 8% slow, and the fit put the L1 at 228 KiB, not 221 (test_h200_example)."""
-    from detect_caches.detector.analyze_sweep import inside_level
+    from detect_caches.detector.inside import inside_level
     curve, p = _private_curve(H200_SMALL_KIB, H200_SMALL_GBS), _plateau(8 * 1024, 221 * 1024)
     first_window, _ = inside_level(curve, p, upper=True, sigma=0.01)
     level, sigma = inside_level(curve, p, upper=True, sigma=0.01, first=True)
@@ -166,7 +166,7 @@ def test_a_flat_first_plateau_keeps_its_first_window():
     """Where the first plateau is one level under noise, its first octave and a half is its speed:
     the fastest of its windows would read it fast by the noise (SIMULATED formula GPUs: 98.3 ->
     98.0% within 3% with the fastest window always)."""
-    from detect_caches.detector.analyze_sweep import inside_level
+    from detect_caches.detector.inside import inside_level
     rng = np.random.default_rng(5)
     sizes_kib = np.geomspace(8, 256, 24)
     p = _plateau(8 * 1024, 256 * 1024)
