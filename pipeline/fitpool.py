@@ -16,12 +16,16 @@ import sys
 import threading
 from pathlib import Path
 
-import detect_caches
-
 MIN_CORES = 4          # a host with fewer cores polishes in the analysing process
 MAX_WORKERS = 8        # a fall has nine models at most; the slowest polish bounds the rest
 WAIT_S = 30.0          # a worker silent this long is lost
 HEADER = struct.Struct("<Q")
+
+
+def _package_file() -> str:
+    """The run's own copy of the package (imported before this module, as its parent): the
+    workers must polish with the same code."""
+    return sys.modules["detect_caches"].__file__
 
 
 def workers_for(cpu_count: int | None) -> int:
@@ -53,12 +57,12 @@ class FitPool:
         self._lock = threading.Lock()
         self._procs: list[subprocess.Popen] = []
         self.lost, self.workers = "", workers
-        root = str(Path(detect_caches.__file__).resolve().parent.parent)
+        root = str(Path(_package_file()).resolve().parent.parent)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         try:
             for _ in range(workers):
                 self._procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "detect_caches.pipeline.fitpool", detect_caches.__file__],
+                    [sys.executable, "-m", "detect_caches.pipeline.fitpool", _package_file()],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env))
         except OSError as exc:
             self._lose(f"the fit workers did not start ({exc})")
@@ -130,7 +134,7 @@ def _receive(stream, wait_s: float):
 def _serve(parent_file: str) -> int:
     """The worker: polish each batch read from stdin, answer on the original stdout (anything
     the imports print goes to stderr)."""
-    if Path(detect_caches.__file__).resolve() != Path(parent_file).resolve():
+    if Path(_package_file()).resolve() != Path(parent_file).resolve():
         return 2        # another copy of the package than the run's: polish there, not here
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
