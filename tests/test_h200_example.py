@@ -133,3 +133,18 @@ def test_a_slow_start_of_the_private_sweep_moves_no_l1(run):
     assert abs(by["L1"].capacity_bytes / (221 * KIB) - 1) <= 0.02
     assert run == "run2" or abs(by["L1"].capacity_bytes - 221 * KIB) <= KIB / 4
     assert 55 * MIB <= by["L2"].capacity_bytes <= 59 * MIB and by["L2"].fall_shape == "hashed-set fall"
+
+
+@pytest.mark.xfail(strict=True, reason="the cliff at 221 KiB is no cliff to the fit: its 12% drop is under four "
+                                       "point sigmas read from neighbouring sizes inside the aliasing zone")
+def test_an_h100s_l1_past_its_partial_hits_bump():
+    """An H100 80GB HBM3 (2026-12-05, GPU-bd5aa1f5; lent for an H200): all hits to 221 KiB, 21% of
+    the speed gone by 222.5 KiB, partial hits back at 28-29 TB/s from 224.5 to 230.5 KiB, then 19-25.
+    The fit puts the cliff at 230.5 KiB (+4.3%, weight 1.0, repeatability 0.03%): the neighbours'
+    noise (0.021 log10, the aliasing dips) makes the cliff at 221 KiB too small to be one, where
+    repeats at one size say 0.0022. Judging cliffs by the repeats' noise fixed this run but read
+    the aliasing dip at 219.75 KiB as the cliff in 5 of the 22 older H200 runs at 221 KiB (219.5-220.25)
+    (records/experiments/2026-12-05-cliff-visible-by-repeats.patch)."""
+    path = H200 / "2026-12-05" / "h100-card" / "run1"
+    det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
+    assert abs(det.levels[0].capacity_bytes / (221 * KIB) - 1) <= 0.02
