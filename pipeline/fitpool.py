@@ -28,16 +28,28 @@ def _package_file() -> str:
     return sys.modules["detect_caches"].__file__
 
 
-def workers_for(cpu_count: int | None) -> int:
-    """Workers a host of ``cpu_count`` cores gets: none under MIN_CORES (the analysing process and
-    the GPU's feeding thread need two), else all but two, at most MAX_WORKERS; the environment's
-    DETECT_CACHES_FIT_WORKERS, where set, instead (0: none)."""
+def workers_for(cpu_count: int | None, sharing: int | None = None) -> int:
+    """Workers a run gets on a host of ``cpu_count`` cores shared by ``sharing`` runs (None: the
+    ranks torchrun or Slurm put on this node, else 1): all cores but two, split between the runs,
+    at most MAX_WORKERS each, and none where that leaves fewer than two (a lone worker only
+    hands the polish across); the environment's DETECT_CACHES_FIT_WORKERS, where set, instead."""
     asked = os.environ.get("DETECT_CACHES_FIT_WORKERS", "").strip()
     if asked.isdigit():
         return min(int(asked), 64)
     if not cpu_count or cpu_count < MIN_CORES:
         return 0
-    return min(MAX_WORKERS, cpu_count - 2)
+    n = min(MAX_WORKERS, (cpu_count - 2) // max(sharing or _ranks_on_node(), 1))
+    return n if n >= 2 else 0
+
+
+def _ranks_on_node() -> int:
+    """Runs of a fleet on this node: torchrun's LOCAL_WORLD_SIZE, Slurm's tasks per node ("8" or
+    "8(x2)"), else 1."""
+    for key in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        text = os.environ.get(key, "").split("(")[0].split(",")[0].strip()
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+    return 1
 
 
 def pool_for(facts) -> "FitPool | None":

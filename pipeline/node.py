@@ -104,12 +104,15 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
             if proc.poll() is None:
                 proc.send_signal(signum)
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    # the host's cores split between the children's fit workers (pipeline.fitpool)
+    from detect_caches.pipeline.fitpool import workers_for
+    env = dict(os.environ, DETECT_CACHES_FIT_WORKERS=str(workers_for(os.cpu_count(), len(targets))))
     try:
         for gpu, profile in targets:
             sub = root / f"gpu{gpu}"
             log = open(root / f"gpu{gpu}.log", "w")
             procs.append((gpu, sub, log, subprocess.Popen(_child_argv(args, gpu, profile, sub), stdout=log,
-                                                          stderr=subprocess.STDOUT, env=dict(os.environ))))
+                                                          stderr=subprocess.STDOUT, env=env)))
         _warm_fleet_report()   # while the children measure: the parent has nothing else to do
         results, failed = [], []
         for gpu, sub, log, proc in procs:

@@ -51,8 +51,17 @@ def test_a_lost_worker_sends_the_polishes_home():
     assert all(p.poll() is not None for p in procs)      # none left running
 
 
-def test_how_many_workers():
+def test_how_many_workers(monkeypatch):
+    for key in ("DETECT_CACHES_FIT_WORKERS", "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        monkeypatch.delenv(key, raising=False)
     assert workers_for(2) == 0 and workers_for(4) == 2 and workers_for(16) == 8 and workers_for(None) == 0
+    # a node's runs share its cores: eight GPUs' runs on 16 cores get none, two get 7 each
+    assert workers_for(16, 8) == 0 and workers_for(16, 2) == 7 and workers_for(128, 8) == 8
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert workers_for(16) == 3
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    monkeypatch.setenv("SLURM_NTASKS_PER_NODE", "8(x2)")
+    assert workers_for(32) == 3
     os.environ["DETECT_CACHES_FIT_WORKERS"] = "0"
     try:
         assert workers_for(64) == 0

@@ -143,7 +143,7 @@ def test_an_h100s_l1_past_its_partial_hits_bump():
     The fit puts the cliff at 230.5 KiB (+4.3%, weight 1.0, repeatability 0.03%): the neighbours'
     noise (0.021 log10, the aliasing dips) makes the cliff at 221 KiB too small to be one, where
     repeats at one size say 0.0022. Judging cliffs by the repeats' noise fixed this run but read
-    the aliasing dip at 219.75 KiB as the cliff in 5 of the 22 older H200 runs at 221 KiB (219.5-220.25)
+    the aliasing dip at 219.75 KiB as the cliff in 5 of the 21 older H200 runs at 221 KiB (219.5-220.25)
     (records/experiments/2026-12-05-cliff-visible-by-repeats.patch)."""
     path = H200 / "2026-12-05" / "h100-card" / "run1"
     det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
