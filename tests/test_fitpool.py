@@ -29,7 +29,7 @@ def test_polishes_in_workers_give_the_same_levels():
     pool = FitPool(2)
     try:
         spread, det = _levels(pool)
-        assert not pool.lost
+        assert not pool.lost and pool.calls >= 6        # every fall's polishes went to the workers
     finally:
         pool.close()
     assert spread == alone
@@ -39,7 +39,7 @@ def test_polishes_in_workers_give_the_same_levels():
 def test_a_lost_worker_sends_the_polishes_home():
     alone, _ = _levels()
     pool = FitPool(2)
-    procs = list(pool._procs)
+    procs = [proc for proc, _ in pool._procs]
     procs[1].kill()
     procs[1].wait()
     try:
@@ -49,6 +49,29 @@ def test_a_lost_worker_sends_the_polishes_home():
         pool.close()
     assert again == alone
     assert all(p.poll() is not None for p in procs)      # none left running
+
+
+def test_a_polish_that_fails_in_a_worker_fails_at_home_alike():
+    """A polish that raises: the pool says so and is set aside; the analysing process meets the
+    same error polishing it again (from a review: the reason read 'the worker ended')."""
+    from detect_caches.detector.fitmap import polish_each
+    from detect_caches.detector.hitmodels import BY_NAME
+    pool = FitPool(2)
+    items = [("not a window", BY_NAME["lru"], None)] * 2
+    try:
+        with polished_by(pool), pytest.raises(AttributeError):
+            polish_each(items)
+        assert pool.lost.startswith("a fit worker was lost (RuntimeError: a polish failed in a worker: AttributeError")
+    finally:
+        pool.close()
+
+
+def test_workers_that_cannot_start_leave_the_polish_at_home(monkeypatch):
+    monkeypatch.setattr("sys.executable", None)
+    pool = FitPool(2)
+    assert pool.lost.startswith("the fit workers did not start") and not pool._procs
+    with pytest.raises(RuntimeError):
+        pool([])
 
 
 def test_how_many_workers(monkeypatch):
