@@ -3,8 +3,9 @@ sector.json), kept as one archive, tests/data/h200-runs.tar.xz, and unpacked onc
 session into a temporary folder: ``H200 / "2026-11-30" / "final" / "bench" / "run1"`` and so on.
 The 2026-11 calls these runs come from, and every other record of them, are in
 records/gpu-calls-2026-11.tar.xz (BENCHMARKS.md says what each call measured); of the 2026-12-05
-call (card GPU-937fc836) only its four runs' measurements and results are kept here, and one run
-of an H100 80GB HBM3 the device tool lent in place of an H200 that day (2026-12-05/h100-card)."""
+calls only the runs' measurements and results are kept here: four on card GPU-937fc836 (after/),
+four on GPU-9916a163 with the fit workers (final/), and one run of an H100 80GB HBM3 the device
+tool lent in place of an H200 that day (h100-card/)."""
 from __future__ import annotations
 
 import atexit

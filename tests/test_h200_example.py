@@ -148,3 +148,16 @@ def test_an_h100s_l1_past_its_partial_hits_bump():
     path = H200 / "2026-12-05" / "h100-card" / "run1"
     det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
     assert abs(det.levels[0].capacity_bytes / (221 * KIB) - 1) <= 0.02
+
+
+@pytest.mark.parametrize("run", ["run1", "run2", "run3", "no-latency1"])
+def test_the_last_call_of_2026_12_05_reads_as_the_first_ones(run):
+    """Issue 28's done-when 6: three cold runs and a --no-latency one on an H200 (GPU-9916a163, the
+    fit workers on: the path's analysis 0.15-0.21 s) read the L1 at 221 KiB, a cliff, and the L2
+    a hashed-set fall at 57.4-58.3 MiB, as the runs of 2026-11-30 (55.7-58.5 MiB)."""
+    path = H200 / "2026-12-05" / "final" / run
+    det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
+    by = {lv.name: lv for lv in det.levels}
+    assert list(by) == ["L1", "L2", "HBM"]
+    assert by["L1"].capacity_bytes == 221 * KIB and by["L1"].fall_shape == CLIFF
+    assert 57 * MIB <= by["L2"].capacity_bytes <= 58.5 * MIB and by["L2"].fall_shape == "hashed-set fall"
