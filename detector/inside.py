@@ -20,10 +20,10 @@ def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float, last: b
                  first: bool = False) -> tuple[float, float]:
     """A plateau's speed from points inside it only (log10 GB/s) and its 1-sigma: the upper one's
     from its first octave and a half (``first``: the sweep's first plateau, from a later one where
-    its smallest sizes run clearly slow: _fastest_window), the lower one's from after the fall has ended (``last``: the sweep's last plateau,
-    from its last octave, past a random tail's partial hits); refinement crowds points at the
-    plateau's edge, and they belong to the fall. Its sigma: the points' noise over their number,
-    and never under INSIDE_SIGMA."""
+    its smallest sizes run clearly slow: _fastest_window), the lower one's from after the fall has
+    ended (``last``: the sweep's last plateau, from its last octave, past a random tail's partial
+    hits); refinement crowds points at the plateau's edge, and they belong to the fall. Its sigma:
+    the points' noise over their number, and never under INSIDE_SIGMA."""
     x = curve.size_bytes
     near, far = INSIDE_OCTAVES
     if upper and first:
@@ -52,12 +52,13 @@ def _fastest_window(curve: Curve, p: Plateau, sigma: float) -> tuple[float, floa
     first = y[(x >= p.size_lo_bytes) & (x <= min(end, p.size_lo_bytes * 2 ** far))]
     if first.size < 3:
         return inside_level(curve, p, upper=True, sigma=sigma)
-    best = (float(np.median(first)), first.size)
+    level = float(np.median(first))
+    best = (level, first.size)
     for start in np.unique(x[(x > p.size_lo_bytes) & (x * 2 ** far <= end)]):
         ys = y[(x >= start) & (x <= start * 2 ** far)]
         if ys.size >= 3 and np.median(ys) > best[0]:
             best = (float(np.median(ys)), ys.size)
     apart = SLOW_START * 1.2533 * sigma * math.sqrt(1 / first.size + 1 / best[1])
-    if best[0] - float(np.median(first)) <= apart:
+    if best[0] - level <= apart:
         return inside_level(curve, p, upper=True, sigma=sigma)
     return best[0], max(1.2533 * sigma / math.sqrt(best[1]), INSIDE_SIGMA)

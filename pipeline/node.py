@@ -105,8 +105,8 @@ def run_node(args, targets: list[tuple[int | None, str | None]], finish) -> int:
                 proc.send_signal(signum)
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     # the host's cores split between the children's fit workers (pipeline.fitpool)
-    from detect_caches.pipeline.fitpool import workers_for
-    env = dict(os.environ, DETECT_CACHES_FIT_WORKERS=str(workers_for(os.cpu_count(), len(targets))))
+    from detect_caches.pipeline.fitpool import usable_cores, workers_for
+    env = dict(os.environ, DETECT_CACHES_FIT_WORKERS=str(workers_for(usable_cores(), len(targets))))
     try:
         for gpu, profile in targets:
             sub = root / f"gpu{gpu}"
