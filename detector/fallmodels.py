@@ -85,10 +85,6 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
     return fits
 
 
-def refine_best(win: FallWindow, model: HitModel, starts: list[ModelFit]) -> ModelFit:
-    return min((refine(win, model, f) for f in starts), key=lambda f: f.rss)
-
-
 def refine(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     """Polish the grid's best: shape parameters (and C, for smooth models) continuously, the
     plateau speeds solved inside (variable projection)."""

@@ -37,8 +37,8 @@ def polish_each(items: list) -> list[ModelFit]:
 
 
 def polish_models(win, tasks: list) -> list[ModelFit]:
-    """fallmodels.refine_best of each (model, starts) in ``tasks`` on ``win``: each start polished
-    on its own (the longest polish of one start, not of a model's three, bounds a fall), then
-    the first of a model's polished starts with the least rss."""
+    """Each (model, starts) in ``tasks`` polished on ``win``: each start on its own (the longest
+    polish of one start, not of a model's three, bounds a fall), and of a model's polished starts
+    the first with the least rss."""
     done = iter(polish_each([(win, model, start) for model, starts in tasks for start in starts]))
     return [min([next(done) for _ in starts], key=lambda f: f.rss) for _, starts in tasks]
