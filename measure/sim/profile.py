@@ -58,6 +58,7 @@ class SimProfile:
     noise: float = 0.02
     outlier_rate: float = 0.0
     seed: int = 1
+    noise_keyed: bool = False   # each launch's noise from its configuration, size and repeat, not one stream
     noise_bursts: list[dict] = field(default_factory=list)
     faults: dict = field(default_factory=dict)   # fail_after_calls, interrupt_after_calls, other_processes
     default_carveout_kib: int | None = None   # the carveout a launch gets when it asks for none
@@ -147,6 +148,9 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
     noise = float(number(data.get("noise", 0.02), f"profile {source}: noise", lo=0, hi=0.5))
     outliers = float(number(data.get("outlier_rate", 0.0), f"profile {source}: outlier_rate", lo=0, hi=1))
     seed = number(data.get("seed", 1), f"profile {source}: seed", lo=0, hi=2**63 - 1, integer=True)
+    keyed = data.get("noise_keyed", False)
+    if not isinstance(keyed, bool):
+        raise InputError(f"profile {source}: noise_keyed must be true or false")
     faults = {k: number(data[k], f"profile {source}: {k}", lo=0, hi=10_000 if k == "launch_sleep_ms" else 2**62,
                         integer=True)
               for k in FAULT_KEYS if data.get(k) is not None}
@@ -160,7 +164,7 @@ def parse_profile(data: dict, source: str = "profile") -> SimProfile:
         facts.environment.setdefault("driver", facts.driver)
     if facts.total_memory_bytes is None:
         facts.total_memory_bytes = 16 * 2**30
-    profile = SimProfile(facts=facts, levels=levels, noise=noise, outlier_rate=outliers, seed=seed,
+    profile = SimProfile(facts=facts, levels=levels, noise=noise, outlier_rate=outliers, seed=seed, noise_keyed=keyed,
                          noise_bursts=_bursts(data.get("noise_bursts"), source), faults=faults)
     _unified_array(profile, data, source)
     return profile

@@ -7,6 +7,7 @@ physics (fall shapes, partitions, mixing) is in `measure.sim_model`, the profile
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from typing import Sequence
@@ -45,6 +46,7 @@ class SimulatedGPU:
         self.profile = profile
         self.facts = profile.facts
         self._rng = np.random.default_rng(profile.seed)
+        self._measured: dict[bytes, int] = {}   # noise_keyed: how often each launch was timed
         self.calls = 0
         self.modeled_gpu_seconds = 0.0   # what the launches would take on the card the profile models
 
@@ -84,41 +86,56 @@ class SimulatedGPU:
                 noise = max(noise, float(burst.get("noise", 0.2)))
         return noise
 
-    def _pass_ns(self, config: LaunchConfig, stream_elems: int) -> tuple[float, float]:
-        """One pass over every row (ns), with this call's point error, and the noise level now."""
+    def _stream(self, config: LaunchConfig, stream_elems: int) -> np.random.Generator:
+        """Where this call's noise comes from: the profile's one stream, or (``noise_keyed``) a
+        stream of its own for the launch configuration, the size and how often that launch was
+        timed before. Keyed, a run that measures one more size elsewhere draws the same noise
+        for every other point (common random numbers: two analyses compared on the simulator
+        differ by what they do, not by which points a shifted stream made noisy)."""
+        if not self.profile.noise_keyed:
+            return self._rng
+        key = hashlib.blake2b(repr((sorted(vars(config).items()), int(stream_elems))).encode(), digest_size=8).digest()
+        n = self._measured.get(key, 0)
+        self._measured[key] = n + 1
+        return np.random.default_rng([self.profile.seed, int.from_bytes(key, "little"), n])
+
+    def _pass_ns(self, config: LaunchConfig, stream_elems: int) -> tuple[float, float, np.random.Generator]:
+        """One pass over every row (ns), with this call's point error, the noise level now, and
+        the stream the rest of the call's noise comes from."""
         stream_bytes = stream_elems * ELEM_BYTES
         bw = self.bandwidth_gbs(config, stream_bytes)
         noise = self._noise_now()
         self.calls += 1
-        point_factor = math.exp(self._rng.normal(0.0, noise))
-        if self._rng.random() < self.profile.outlier_rate:
+        rng = self._stream(config, stream_elems)
+        point_factor = math.exp(rng.normal(0.0, noise))
+        if rng.random() < self.profile.outlier_rate:
             point_factor *= 1.6
-        return config.programs * stream_bytes / bw * point_factor, noise
+        return config.programs * stream_bytes / bw * point_factor, noise, rng
 
     def time_launches(self, config: LaunchConfig, stream_elems: int,
                       load_iters: Sequence[int], repeats: int) -> np.ndarray:
-        pass_ns, noise = self._pass_ns(config, stream_elems)
+        pass_ns, noise, rng = self._pass_ns(config, stream_elems)
         pass_ms = pass_ns / 1e6
         iters = np.asarray(load_iters, dtype=float)[:, None]
-        jitter = self._rng.normal(0.0, 0.0004, size=(len(load_iters), repeats))
-        per_launch = 1.0 + self._rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
+        jitter = rng.normal(0.0, 0.0004, size=(len(load_iters), repeats))
+        per_launch = 1.0 + rng.normal(0.0, noise / 4, size=(len(load_iters), repeats))
         ms = self.INTERCEPT_MS + iters * pass_ms * per_launch + np.abs(jitter)
         self.modeled_gpu_seconds += float(ms.sum()) / 1e3 + float(iters.max()) * pass_ms / 1e3   # + warm-up
         if noise > self.profile.noise:
             # a busy GPU time-slices: some launches wait behind another process's kernels
-            waits = self._rng.random(ms.shape) < 0.5
-            ms = ms + waits * self._rng.uniform(0.0, 0.6, ms.shape) * ms.max()
+            waits = rng.random(ms.shape) < 0.5
+            ms = ms + waits * rng.uniform(0.0, 0.6, ms.shape) * ms.max()
         return ms
 
     def time_in_kernel(self, config: LaunchConfig, stream_elems: int, warm_iters: int,
                        load_iters: int, repeats: int) -> ClockTiming:
         per_cu = check_single_wave(self.facts, config.programs, self.kernel_resources(config.num_warps))
-        pass_ns, noise = self._pass_ns(config, stream_elems)
+        pass_ns, noise, rng = self._pass_ns(config, stream_elems)
         phase_ns = load_iters * pass_ns
-        per_launch = 1.0 + np.abs(self._rng.normal(0.0, noise / 4, size=repeats))
+        per_launch = 1.0 + np.abs(rng.normal(0.0, noise / 4, size=repeats))
         # the clock ticks every 32 ns; programs of one wave start within about a microsecond
         longest = np.round(phase_ns * per_launch / 32.0) * 32.0
-        spread = np.abs(self._rng.normal(800.0, 200.0, size=repeats))
+        spread = np.abs(rng.normal(800.0, 200.0, size=repeats))
         return ClockTiming(longest, spread, per_cu, "simulated 32 ns clock")
 
     def check_single_wave(self, config: LaunchConfig) -> int:

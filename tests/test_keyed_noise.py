@@ -1,0 +1,61 @@
+"""The simulator's keyed noise (profile key ``noise_keyed``; benchmarks/accuracy.py --keyed-noise):
+each launch's noise from its configuration, size and repeat, so two analyses compared on the
+simulator differ by what they do, not by which points a shifted noise stream made noisy."""
+import numpy as np
+import pytest
+
+from detect_caches.errors import InputError
+from detect_caches.measure.launch import LaunchConfig
+from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile, parse_profile
+
+PRIVATE = LaunchConfig("private", 528, 2048, 4, 1, "cached", True)
+SHARED = LaunchConfig("shared", 528, 1024, 8, 1, "cached")
+
+
+def _gpu(keyed: bool, seed: int = 3) -> SimulatedGPU:
+    gpu = SimulatedGPU(load_profile("h200"))
+    gpu.profile.seed, gpu.profile.noise_keyed = seed, keyed
+    gpu._rng = np.random.default_rng(seed)
+    return gpu
+
+
+def _times(gpu: SimulatedGPU, calls) -> list[np.ndarray]:
+    return [gpu.time_launches(cfg, elems, [1, 2, 4], 3) for cfg, elems in calls]
+
+
+def test_a_point_measured_elsewhere_leaves_every_other_points_noise_alone():
+    a, b = _gpu(True), _gpu(True)
+    first = _times(a, [(PRIVATE, 4096), (SHARED, 1 << 20), (PRIVATE, 8192)])
+    second = _times(b, [(PRIVATE, 4096), (PRIVATE, 6144), (SHARED, 1 << 20), (PRIVATE, 6144), (PRIVATE, 8192)])
+    assert np.array_equal(first[0], second[0])
+    assert np.array_equal(first[1], second[2])
+    assert np.array_equal(first[2], second[4])
+    # ... where one stream shifts every point after the extra one
+    a, b = _gpu(False), _gpu(False)
+    first = _times(a, [(PRIVATE, 4096), (PRIVATE, 8192)])
+    second = _times(b, [(PRIVATE, 4096), (PRIVATE, 6144), (PRIVATE, 8192)])
+    assert np.array_equal(first[0], second[0]) and not np.array_equal(first[1], second[2])
+
+
+def test_a_size_measured_again_draws_new_noise_and_seeds_differ():
+    gpu = _gpu(True)
+    again = _times(gpu, [(PRIVATE, 4096), (PRIVATE, 4096)])
+    assert not np.array_equal(again[0], again[1])
+    other = _times(_gpu(True, seed=4), [(PRIVATE, 4096)])
+    assert not np.array_equal(again[0], other[0])
+    # the noise keeps the profile's size: a point's robust spread over many sizes is about it
+    # (the profile's 1% of outliers, 1.6x slow, left out by the median)
+    gpu = _gpu(True)
+    logs = np.log([gpu._pass_ns(PRIVATE, n)[0] / (PRIVATE.programs * n * 4 / gpu.bandwidth_gbs(PRIVATE, n * 4))
+                   for n in range(1024, 1024 + 400)])
+    spread = 1.4826 * np.median(np.abs(logs - np.median(logs)))
+    assert 0.8 * gpu.profile.noise < spread < 1.2 * gpu.profile.noise
+
+
+def test_the_profile_key_is_checked():
+    spec = {"name": "t", "compute_units": 4, "noise": 0.01,
+            "levels": [{"name": "L1", "capacity_bytes": 65536, "bandwidth_gbs": 1000.0}, {"name": "DRAM", "bandwidth_gbs": 100.0}]}
+    assert parse_profile(dict(spec, noise_keyed=True)).noise_keyed is True
+    assert parse_profile(spec).noise_keyed is False
+    with pytest.raises(InputError, match="noise_keyed"):
+        parse_profile(dict(spec, noise_keyed="yes"))
