@@ -59,3 +59,15 @@ def test_the_profile_key_is_checked():
     assert parse_profile(spec).noise_keyed is False
     with pytest.raises(InputError, match="noise_keyed"):
         parse_profile(dict(spec, noise_keyed="yes"))
+
+
+@pytest.mark.xfail(strict=True, reason="the L1's pseudo-LRU sag, 32-76 KiB, segmented into the L1's own plateau: "
+                                       "the fit reads its collapse at 77 KiB")
+def test_the_builtin_mi300x_l1_on_fresh_noise():
+    """Built-in mi300x, keyed noise, seed 1 (SIMULATED): the L1 (32 KiB, a 1.4x pseudo-LRU decline,
+    then a collapse at 2.4x) reads +136% (seed 2 +131%); on the one stream's seeds 1-8 it is
+    within 5.5%. Done-when 2 of issue 28 asks for 3% on 8 seeds: not met on these."""
+    from accuracy import run_one
+    r = run_one((1, 1, "builtin", True))
+    got = next(f for f in r["found"] if f[0] == "L1")
+    assert abs(got[1] / dict(r["truth"])["L1"] - 1) <= 0.03, got
