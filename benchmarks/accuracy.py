@@ -122,6 +122,7 @@ def main() -> None:
     with ProcessPoolExecutor(a.jobs) as pool:
         runs = list(pool.map(run_one, jobs, chunksize=2))
     s = summarize(runs)
+    s["keyed_noise"] = a.keyed_noise
     if a.json:
         a.json.write_text(json.dumps({"summary": s, "runs": runs}, default=str))
     print(f"SIMULATED: {s['gpus']} generated GPUs ({generator}{', keyed noise' if a.keyed_noise else ''}) x {a.seeds} seeds ({s['pairs']} level pairs) in "

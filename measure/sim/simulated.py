@@ -90,8 +90,11 @@ class SimulatedGPU:
         """Where this call's noise comes from: the profile's one stream, or (``noise_keyed``) a
         stream of its own for the launch configuration, the size and how often that launch was
         timed before. Keyed, a run that measures one more size elsewhere draws the same noise
-        for every other point (common random numbers: two analyses compared on the simulator
-        differ by what they do, not by which points a shifted stream made noisy)."""
+        for the other points (common random numbers: two analyses compared on the simulator
+        differ by what they do, not by which points a shifted stream made noisy), but for a point
+        whose launch was re-sized (timed twice, its kept timing the second draw) after another
+        size than before. Every LaunchConfig field is in the key: a field added to it gives every
+        keyed realization anew (an A/B across that change shares no noise)."""
         if not self.profile.noise_keyed:
             return self._rng
         key = hashlib.blake2b(repr((sorted(vars(config).items()), int(stream_elems))).encode(), digest_size=8).digest()
