@@ -59,6 +59,5 @@ def _fastest_window(curve: Curve, p: Plateau, sigma: float) -> tuple[float, floa
         if ys.size >= 3 and np.median(ys) > best[0]:
             best = (float(np.median(ys)), ys.size)
     apart = SLOW_START * 1.2533 * sigma * math.sqrt(1 / first.size + 1 / best[1])
-    if best[0] - level <= apart:
-        return inside_level(curve, p, upper=True, sigma=sigma)
-    return best[0], max(1.2533 * sigma / math.sqrt(best[1]), INSIDE_SIGMA)
+    level, n = best if best[0] - level > apart else (level, first.size)   # the first window: inside_level's own
+    return level, max(1.2533 * sigma / math.sqrt(n), INSIDE_SIGMA)
