@@ -61,3 +61,26 @@ def test_a_random_l1_at_a_1p5x_ratio_is_not_read_through_the_shared_curves_noise
     truth = dict(r["truth"])["L1"]
     got = next(f for f in r["found"] if f[0] == "L1")
     assert abs(got[1] / truth - 1) <= 0.03, got
+
+
+def test_a_lone_spike_inside_a_fall_is_put_between_its_neighbours_and_a_cliff_is_not():
+    """Built-in mi300x, keyed seed 1: one shared point 38% slow inside the L2's fall (no flat
+    neighbours to hide it) was the L1's lower speed at 84 KiB per CU, and the L1 read +136%."""
+    x = np.log(np.geomspace(8e6, 1e8, 40))
+    clean = 4.05 + 0.39 / (1 + np.exp((x - math.log(3.2e7)) / 0.08))
+    spiked = clean.copy()
+    k = int(np.argmin(np.abs(x - math.log(2.6e7))))
+    spiked[k] -= 0.21
+    out = flattened(x, spiked, 0.005)
+    assert abs(out[k] - clean[k]) < 0.01
+    # ... and one slow point on each side of the fall, as far apart as the sweep allows
+    spiked[3] -= 0.3
+    out = flattened(x, spiked, 0.005)
+    assert abs(out[k] - clean[k]) < 0.01 and abs(out[3] - clean[3]) < 0.01
+    # a cliff between two points of the sweep is no spike: every point stays on its side
+    cliff = np.where(x < math.log(3.2e7), 4.44, 4.05)
+    assert np.all(np.abs(flattened(x, cliff, 0.005) - cliff) < 1e-9)
+    # a spike as tall as the noise allows (under 4 sigmas past both neighbours) is left to the lines
+    small = clean.copy()
+    small[k] -= 0.015
+    assert np.all(np.abs(flattened(x, small, 0.005) - clean) < 0.016)
