@@ -175,3 +175,20 @@ def test_a_flat_first_plateau_keeps_its_first_window():
         curve = _private_curve(sizes_kib, 20000 * 10 ** rng.normal(0, 0.01, sizes_kib.size))
         kept += inside_level(curve, p, upper=True, sigma=0.01, first=True) == inside_level(curve, p, upper=True, sigma=0.01)
     assert kept >= 97
+
+
+# generated GPU 96 on keyed seed 7 (SIMULATED): its L1 (16.25 KiB, 56.8 TB/s, a pseudo-LRU
+# decline) as the private sweep measured it, refined points crowding the decline's start
+CROWDED_KIB = [8, 10, 11, 13, 16, 17, 17.75, 18.5, 19, 19.25, 19.5, 20, 21, 22, 22.5, 22.75, 23, 27, 32, 38]
+CROWDED_GBS = [57193, 56702, 56703, 56998, 55050, 53859, 52929, 52369, 51662, 51495, 50973, 50533,
+               49812, 49255, 48977, 48752, 48320, 46606, 44594, 40783]
+
+
+def test_points_crowded_into_a_decline_do_not_set_the_first_plateaus_speed():
+    """Eleven of the fifteen points of the L1's first octave and a half were refinement's, inside
+    its decline: their median read the L1 52.4 TB/s, 8% slow, and the fit put the decline's start
+    15% late (an outlier of the identical-GPU node 96). Each eighth of an octave counts once."""
+    from detect_caches.detector.inside import inside_level
+    curve, p = _private_curve(CROWDED_KIB, CROWDED_GBS), _plateau(8 * 1024, 38 * 1024)
+    level, _ = inside_level(curve, p, upper=True, sigma=0.004, first=True)
+    assert 10 ** level > 54000
