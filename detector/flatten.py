@@ -53,8 +53,8 @@ def _despiked(x: np.ndarray, v: np.ndarray, band: float) -> np.ndarray:
         a, b, c = out[:-2], out[1:-1], out[2:]
         excess = np.where((b - a) * (b - c) > 0, np.minimum(np.abs(b - a), np.abs(b - c)), 0.0)
         excess = np.where(x[2:] > x[:-2], excess, 0.0)
-        k = int(np.argmax(excess)) if excess.size else 0
-        if not excess.size or excess[k] <= band:
+        k = int(np.argmax(excess))      # the loop runs only where there are three points
+        if excess[k] <= band:
             break
         t = (x[k + 1] - x[k]) / (x[k + 2] - x[k])
         out[k + 1] = out[k] + t * (out[k + 2] - out[k])
