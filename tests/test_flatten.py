@@ -84,3 +84,24 @@ def test_a_lone_spike_inside_a_fall_is_put_between_its_neighbours_and_a_cliff_is
     small = clean.copy()
     small[k] -= 0.015
     assert np.all(np.abs(flattened(x, small, 0.005) - clean) < 0.016)
+
+
+def test_a_slow_first_point_is_the_launch_and_a_fast_one_or_a_sparse_fall_is_kept():
+    """Generated GPU 41, keyed seed 6: the shared sweep's first point (11.2 MiB) ran 38% slow
+    next to 10.4 and 10.6 TB/s; read between it and the next point as the L2's speed under the
+    L1's fall, it put the L1 +10%. It now reads as its neighbour; a first point faster than the
+    next two (a level's last hits) is kept, as is a sweep whose first two points fall alike."""
+    x = np.log(np.geomspace(1.1e7, 1e9, 30))
+    clean = np.full(x.size, math.log10(10400.0))
+    slow = clean.copy()
+    slow[0] = math.log10(6478.0)
+    out = flattened(x, slow, 0.0078)
+    assert abs(out[0] - clean[0]) < 0.01
+    fast = clean.copy()
+    fast[0] += 0.2
+    assert abs(flattened(x, fast, 0.0078)[0] - fast[0]) < 1e-9
+    # the first point slow and its neighbour half way down too: a rise, not one point's hiccup
+    ramp = clean.copy()
+    ramp[0], ramp[1] = clean[0] - 0.2, clean[0] - 0.1
+    out = flattened(x, ramp, 0.0078)
+    assert abs(out[0] - ramp[0]) < 1e-9
