@@ -198,8 +198,7 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts, *, memo: Memo 
     check_ceilings(levels, facts, warnings)
     if facts.simulated:
         warnings.append("simulated device: these figures come from a model, not from hardware")
-    return Detection(levels, sweeps, warnings, carveouts=carveout_table(everything, facts, levels),
-                     private_levels=n_cu if priv is not None and shared is not None else None)
+    return Detection(levels, sweeps, warnings, carveouts=carveout_table(everything, facts, levels))
 
 
 def _note_private_far_end(priv: SweepAnalysis, rest: int, device: list[Level]) -> None:
@@ -247,10 +246,7 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
         if an is None:
             continue
         point_sigma, largest = an.point_sigma or an.sigma, float(np.max(an.curve.size_bytes))
-        # a device level seen again in the private sweep is read from the shared one: its private
-        # fall is not refined (SIMULATED physics GPU 260 seed 1: 46 of 181 points went to it)
-        steps = an.steps[:detection.private_levels] if name == "private" and detection.private_levels is not None else an.steps
-        for st in steps:
+        for st in an.steps:
             e = st.estimate
             reach = min(3 * e.high_bytes, largest)    # where models may still part: 3x the interval's top
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than

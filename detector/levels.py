@@ -126,5 +126,3 @@ class Detection:
     sweeps: dict[str, SweepAnalysis]
     warnings: list[str] = field(default_factory=list)
     carveouts: object = None     # detector.carveouts.CarveoutTable where records ran under asked carveouts
-    private_levels: int | None = None   # the private sweep's falls that are per-SM/CU levels (the rest
-                                        # are device levels seen again); None: every one is read

@@ -125,10 +125,9 @@ def test_predicted_curve_of_a_split_level_is_its_fit():
                                              # since the gate is on the curves (+37%, +23%, +25%, +6.9% before)
                                              (222, 2, "L2"), (189, 2, "L2"), (179, 1, "L2"),
                                              # a random split L2 of 16 ways on a 0.8-octave plateau: 32
-                                             # ways at 0.95 C fit as well (-4.7% since plateaus weigh each
-                                             # bin of sizes once; -1.6% since the rounds leave the private
-                                             # sweep's device falls alone and its shared fall gets their share)
-                                             (235, 1, "L2"),
+                                             # ways at 0.95 C fit as well (-4.7%, its interval holding
+                                             # the size) since plateaus weigh each bin of sizes once
+                                             pytest.param(235, 1, "L2", marks=pytest.mark.xfail(strict=True)),
                                              # a random L2 of 8 ways under 2.9% noise: 8 ways at C or 11.3
                                              # ways 6% smaller fit alike; +2.3% before the curves' gate, +3.7% since
                                              pytest.param(70, 2, "L2", marks=pytest.mark.xfail(strict=True))])
@@ -169,28 +168,3 @@ def test_each_uncertain_capacity_gets_its_share_of_the_budget():
     assert used == len(added) == 20
     assert added.count("private") == 16 and added.count("shared") == 4
     assert session.method["interval_refine"]["measurements"] == 20
-
-
-def test_device_levels_seen_again_in_the_private_sweep_are_not_refined():
-    """The private sweep also falls where the device levels do (physics GPU 260: an L1, then
-    its L2 at about 3 MiB per CU), but those levels are read from the shared sweep: the rounds
-    measure only the per-CU falls there (46 of 181 points went to the L2's private fall before)."""
-    import physics_generator
-    from detect_caches.detector.analyze import uncertain_falls
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.measure.session import SessionOptions, characterize
-    from detect_caches.detector.analyze import detect_levels
-    from detect_caches.records import MeasurementLog
-    gpu = SimulatedGPU(parse_profile(dict(physics_generator.draw_gpu(260), seed=1)))
-    log = MeasurementLog(None)
-    session = characterize(gpu, log, SessionOptions(peak_budget=0))
-    det = detect_levels(session.records, gpu.facts)
-    priv = det.sweeps["private"]
-    assert det.private_levels == 1 and len(priv.steps) == 2
-    l1_top = priv.steps[0].estimate.high_bytes
-    asked = [x for name, xs in uncertain_falls(det, rivals=True) if name == "private" for x in xs]
-    assert max(asked, default=0.0) <= 3 * l1_top
-    # the same detection read with every private fall asks for the L2's as well
-    det.private_levels = None
-    every = [x for name, xs in uncertain_falls(det, rivals=True) if name == "private" for x in xs]
-    assert max(every) > 10 * l1_top
