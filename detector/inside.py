@@ -14,6 +14,8 @@ LAST_OCTAVES = 1.0   # the sweep's last plateau is read over its last octave
 SLOW_START = 3.0    # standard errors a later window of the sweep's first plateau must run faster by
 INSIDE_SIGMA = math.log10(1.03)   # ... and their level trusted to 3% at best: a segmented plateau
                                   # may already hold the start of a slow decline
+FAR_OCTAVES = 2.0    # ... unless a per-SM/CU level's window ends this far before its plateau does
+FAR_SIGMA = math.log10(1.01)
 BUCKET_OCTAVES = 0.125   # the first plateau's windows count each eighth of an octave of sizes once
 
 
@@ -24,7 +26,8 @@ def inside_level(curve: Curve, p: Plateau, *, upper: bool, sigma: float, last: b
     its smallest sizes run clearly slow: _fastest_window), the lower one's from after the fall has
     ended (``last``: the sweep's last plateau, from its last octave, past a random tail's partial
     hits); refinement crowds points at the plateau's edge, and they belong to the fall. Its sigma:
-    the points' noise over their number, and never under INSIDE_SIGMA."""
+    the points' noise over their number, and never under INSIDE_SIGMA (FAR_SIGMA for a per-SM/CU
+    level's first window far before its plateau's end)."""
     x = curve.size_bytes
     near, far = INSIDE_OCTAVES
     if upper and first:
@@ -54,15 +57,20 @@ def _fastest_window(curve: Curve, p: Plateau, sigma: float) -> tuple[float, floa
     first = y[(x >= p.size_lo_bytes) & (x <= min(end, p.size_lo_bytes * 2 ** far))]
     if first.size < 3:
         return inside_level(curve, p, upper=True, sigma=sigma)
-    level = float(np.median(first))
-    best = (level, first.size)
+    opening = (float(np.median(first)), first.size, min(end, p.size_lo_bytes * 2 ** far))
+    best = opening
     for start in np.unique(x[(x > p.size_lo_bytes) & (x * 2 ** far <= end)]):
         ys = y[(x >= start) & (x <= start * 2 ** far)]
         if ys.size >= 3 and np.median(ys) > best[0]:
-            best = (float(np.median(ys)), ys.size)
+            best = (float(np.median(ys)), ys.size, start * 2 ** far)
     apart = SLOW_START * 1.2533 * sigma * math.sqrt(1 / first.size + 1 / best[1])
-    level, n = best if best[0] - level > apart else (level, first.size)   # the first window: inside_level's own
-    return level, max(1.2533 * sigma / math.sqrt(n), INSIDE_SIGMA)
+    level, n, until = best if best[0] - opening[0] > apart else opening   # the first window: inside_level's own
+    # a per-SM/CU level's window ending FAR_OCTAVES before its plateau does holds no decline's
+    # start (a pseudo-LRU decline collapses by 3.2x its start at most): trusted to FAR_SIGMA (a
+    # device level's slow random or hashed fall may still be inside its plateau there)
+    clear = curve.sweep == "private" and until <= p.size_hi_bytes / 2 ** FAR_OCTAVES
+    floor = FAR_SIGMA if clear else INSIDE_SIGMA
+    return level, max(1.2533 * sigma / math.sqrt(n), floor)
 
 
 def _spread_out(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
