@@ -47,7 +47,8 @@ def _despiked(x: np.ndarray, v: np.ndarray, band: float) -> np.ndarray:
     ``band`` replaced by the line between them: a launch's hiccup (or one size's own aliasing dip)
     is not the level's speed at the sizes between, where the L1's fall reads this curve, and inside
     a fall no flat neighbours outvote it in the lines (built-in mi300x keyed seed 1: one shared
-    point 38% slow inside the L2's fall read the L1 +136%, SIMULATED)."""
+    point 38% slow inside the L2's fall read the L1 +136%, SIMULATED); the first point, with one
+    neighbour, at the next one's speed where it is that far under both of the next two."""
     out = v.copy()
     # one at a time, the furthest first: a spike's neighbour judged against it is not one
     for _ in range(v.size // 3):

@@ -15,7 +15,7 @@ SLOW_START = 3.0    # standard errors a later window of the sweep's first platea
 INSIDE_SIGMA = math.log10(1.03)   # ... and their level trusted to 3% at best: a segmented plateau
                                   # may already hold the start of a slow decline
 FAR_OCTAVES = 2.0    # ... unless a per-SM/CU level's window ends this far before its plateau does
-FAR_SIGMA = math.log10(1.01)
+FAR_SIGMA = math.log10(1.01)   # ... then trusted to 1%
 BUCKET_OCTAVES = 0.125   # the first plateau's windows count each eighth of an octave of sizes once
 
 

@@ -86,7 +86,7 @@ def test_a_lone_spike_inside_a_fall_is_put_between_its_neighbours_and_a_cliff_is
     assert np.all(np.abs(flattened(x, small, 0.005) - clean) < 0.016)
 
 
-def test_a_slow_first_point_is_the_launch_and_a_fast_one_or_a_sparse_fall_is_kept():
+def test_a_slow_first_point_is_the_launch_and_a_fast_one_or_a_rise_is_kept():
     """Generated GPU 41, keyed seed 6: the shared sweep's first point (11.2 MiB) ran 38% slow
     next to 10.4 and 10.6 TB/s; read between it and the next point as the L2's speed under the
     L1's fall, it put the L1 +10%. It now reads as its neighbour; a first point faster than the
