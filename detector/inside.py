@@ -54,10 +54,11 @@ def _fastest_window(curve: Curve, p: Plateau, sigma: float) -> tuple[float, floa
     x, y = _spread_out(curve.size_bytes, curve.y)
     near, far = INSIDE_OCTAVES
     end = p.size_hi_bytes / 2 ** near
-    first = y[(x >= p.size_lo_bytes) & (x <= min(end, p.size_lo_bytes * 2 ** far))]
+    first_end = min(end, p.size_lo_bytes * 2 ** far)
+    first = y[(x >= p.size_lo_bytes) & (x <= first_end)]
     if first.size < 3:
         return inside_level(curve, p, upper=True, sigma=sigma)
-    opening = (float(np.median(first)), first.size, min(end, p.size_lo_bytes * 2 ** far))
+    opening = (float(np.median(first)), first.size, first_end)
     best = opening
     for start in np.unique(x[(x > p.size_lo_bytes) & (x * 2 ** far <= end)]):
         ys = y[(x >= start) & (x <= start * 2 ** far)]
