@@ -63,6 +63,9 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
         a = np.asarray([t[0] for t in thetas], dtype=float)[:, None]
         drop = np.log10(np.maximum(a * c1 + (1 - a) * c2 * win.u_mid, 1e-300)) - np.log10(np.maximum(c1, 1e-300))
         rss = np.where(drop >= win.visible, rss, np.inf)
+    if model.onset:
+        # every size up to C served whole: never past a run of points clearly missing
+        rss = np.where(win.served_whole()[:-1][None, :], rss, np.inf)
     best_rss = rss.min(axis=0)
     # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
     # residuals the right capacity can lose to a wrong one until its shape is fitted

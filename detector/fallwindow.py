@@ -10,6 +10,11 @@ import numpy as np
 LN10 = math.log(10.0)
 LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
 VISIBLE = 4.0           # a cliff model's drop at C must be this many point sigmas
+SERVED_RUN = 3          # an onset model's C lies before the last this many points clearly missing ...
+SERVED_SIGMAS = 2.0     # ... each this many sigmas under the speed of the points before it ...
+SERVED_REF = 5          # ... (the median of this many, not missing)
+SERVED_MISSES = 0.02    # ... and missing this share of its hits, against the two plateaus' own speeds,
+SERVED_BACK = 2         # ... unless this many points back at the upper speed follow them
 CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
                         # aliasing dip: the same for every model, so it sways no weight)
 
@@ -93,6 +98,8 @@ class FallWindow:
         self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
         self.u_mid = float(np.median(self.u))
         self.visible = VISIBLE * max(sigma_point, 1e-3)
+        self.point = max(sigma_point, 1e-3)
+        self._served = None
         self.prior = None
         self.c_span = (float(self.x[0]), float(self.x[-1]))   # where the smooth models' C candidates lie
         if plateaus is not None:
@@ -102,6 +109,42 @@ class FallWindow:
             p1, p2 = 10.0 ** -hi, 10.0 ** -lo / self.u_mid
             point = max(sigma_point, 1e-3)
             self.prior = (p1, p2, (point / (max(s_hi, 1e-4) * p1)) ** 2, (point / (max(s_lo, 1e-4) * p2)) ** 2)
+
+    def missing(self) -> np.ndarray:
+        """Each point clearly missing in the upper level: SERVED_SIGMAS under the speed of the
+        SERVED_REF points before it that were not (the window's first three never are: a local
+        reference, as a plateau's own median reads low past a slow start and high past a slow
+        decline) and SERVED_MISSES of its hits gone against the lower plateau's own speed. None
+        without the plateaus' speeds."""
+        out = np.zeros(self.x.size, dtype=bool)
+        if self.prior is None:
+            return out
+        p2, sigma, kept = self.prior[1], self.delta / CAP, []
+        for i, (y, v, u) in enumerate(zip(self.y.tolist(), self.v.tolist(), self.u.tolist())):
+            ref = sorted(kept[-SERVED_REF:])
+            if len(ref) >= 3:
+                hi = ref[len(ref) // 2]
+                inv_hi, inv_lo = 10.0 ** -hi, p2 * u
+                out[i] = (hi - y >= SERVED_SIGMAS * sigma * math.hypot(1.0, 1.2533 / math.sqrt(len(ref)))
+                          and inv_lo > inv_hi and (v - inv_hi) / (inv_lo - inv_hi) >= SERVED_MISSES)
+            if not out[i]:
+                kept.append(y)
+        return out
+
+    def served_whole(self) -> np.ndarray:
+        """For each point as an onset model's C (the last size served whole): whether no run of
+        SERVED_RUN points clearly missing lies before it, unless SERVED_BACK points back at the
+        upper speed follow that run (a dip, or a slow start). A cliff placed past such a run reads
+        a later bump as its edge (an H100's L1: partial hits at 221-241 KiB, 6-20% slow, read 231
+        and 252 KiB with the upper speed taken 4-8% under its plateau's)."""
+        if self._served is None:
+            out, fallen, missing, back = np.ones(self.x.size, dtype=bool), False, 0, 0
+            for i, m in enumerate(self.missing().tolist()):
+                missing, back = (missing + 1, 0) if m else (0, back + 1)
+                fallen = (fallen or missing >= SERVED_RUN) and back < SERVED_BACK
+                out[i] = not fallen
+            self._served = out
+        return self._served
 
     def rss(self, H: np.ndarray, *, loose: bool = False):
         """Capped residual sum of squares; ``loose``: capped far wider, for ranking a coarse grid

@@ -5,7 +5,9 @@ The 2026-11 calls these runs come from, and every other record of them, are in
 records/gpu-calls-2026-11.tar.xz (BENCHMARKS.md says what each call measured); of the 2026-12-05
 calls only the runs' measurements and results are kept here: four on card GPU-937fc836 (after/),
 four on GPU-9916a163 with the fit workers (final/), and one run of an H100 80GB HBM3 the device
-tool lent in place of an H200 that day (h100-card/)."""
+tool lent in place of an H200 that day (h100-card/); of the 2026-12-06 call, the three cold runs and
+the --no-latency one of another H100 80GB HBM3, GPU-9135e92b (2026-12-06/h100-card/), and the same
+of a third, GPU-01354bba, measured with the cliff's edge kept before partial hits (2026-12-06/h100-card-2/)."""
 from __future__ import annotations
 
 import atexit
