@@ -21,6 +21,9 @@ CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a reso
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
                          # land in changes with each allocation (an H200's L2 spread more over runs
                          # than each run's resampling said)
+CLIFF_Z = 2.326          # a cliff's interval (detector.fallfit.LEVEL, 98%) spans this many sigmas either
+                         # side: its edge lies at a measured size, and which sizes a rerun measures there
+                         # moves the reading within it
 POOLED_POINTS = 5        # a plateau's scatter weighs as if this many more points showed the sweep's
                          # pooled plateau scatter
 
@@ -106,6 +109,11 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     # sampling noise says (where the points of the fall land, shapes no model fits exactly)
     floor = (0.0 if simulated or est.shape.startswith("cliff") else
              HASHED_FLOOR if est.shape == "hashed-set fall" else CAPACITY_FLOOR)
+    if est.shape.startswith("cliff") and est.high_bytes > est.low_bytes > 0:
+        # the fit's noise holds a cliff's edge at one measured size; where it may lie between runs is
+        # its interval (an H200's L1 read 217.5 and 224.5 KiB in two runs of one card, each saying
+        # 0.1-0.6%, both intervals reaching 215-229 KiB: a drift by the repeatabilities alone)
+        floor = math.log(est.high_bytes / est.low_bytes) / (2 * CLIFF_Z)
     level.capacity_repeatability = round(math.hypot(est.repeatability, floor), 5)
     level.confidence = confidence(an, k)
     if est.shape.startswith("cliff"):
