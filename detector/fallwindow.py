@@ -10,11 +10,12 @@ import numpy as np
 LN10 = math.log(10.0)
 LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
 VISIBLE = 4.0           # a cliff model's drop at C must be this many point sigmas
-SERVED_RUN = 3          # an onset model's C lies before the last this many points clearly missing ...
-SERVED_SIGMAS = 2.0     # ... each this many sigmas under the speed of the points before it ...
-SERVED_REF = 5          # ... (the median of this many, not missing)
-SERVED_MISSES = 0.02    # ... and missing this share of its hits, against the two plateaus' own speeds,
-SERVED_BACK = 2         # ... unless this many points back at the upper speed follow them
+SERVED_RUN = 3          # an onset model's C lies before any run of this many points clearly missing ...
+SERVED_SIGMAS = 2.0     # ... each this many sigmas under the speed of the points before it at speed ...
+SERVED_REF = 5          # ... (the median of the last this many) ...
+SERVED_MISSES = 0.02    # ... and missing this share of its hits (the lower plateau's own speed below) ...
+SERVED_BACK = 2         # ... unless this many points back at speed, within SERVED_AT sigmas, follow them
+SERVED_AT = 1.0
 CAP = 4.0               # residuals beyond this many point sigmas count as that much (an outlier, an
                         # aliasing dip: the same for every model, so it sways no weight)
 
@@ -98,7 +99,6 @@ class FallWindow:
         self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
         self.u_mid = float(np.median(self.u))
         self.visible = VISIBLE * max(sigma_point, 1e-3)
-        self.point = max(sigma_point, 1e-3)
         self._served = None
         self.prior = None
         self.c_span = (float(self.x[0]), float(self.x[-1]))   # where the smooth models' C candidates lie
@@ -110,37 +110,41 @@ class FallWindow:
             point = max(sigma_point, 1e-3)
             self.prior = (p1, p2, (point / (max(s_hi, 1e-4) * p1)) ** 2, (point / (max(s_lo, 1e-4) * p2)) ** 2)
 
-    def missing(self) -> np.ndarray:
-        """Each point clearly missing in the upper level: SERVED_SIGMAS under the speed of the
-        SERVED_REF points before it that were not (the window's first three never are: a local
-        reference, as a plateau's own median reads low past a slow start and high past a slow
-        decline) and SERVED_MISSES of its hits gone against the lower plateau's own speed. None
-        without the plateaus' speeds."""
-        out = np.zeros(self.x.size, dtype=bool)
+    def speed_states(self) -> np.ndarray:
+        """Each point against the upper level's speed: -1 clearly missing (SERVED_SIGMAS under
+        the median of the last SERVED_REF points at speed, and SERVED_MISSES of its hits gone
+        against the lower plateau's own speed), 1 at speed (within SERVED_AT sigmas of it, or
+        faster; the window's first three always), 0 between (partial hits that neither start nor
+        end a run, nor move the reference). All at speed without the plateaus' speeds."""
+        out = np.ones(self.x.size, dtype=int)
         if self.prior is None:
             return out
-        p2, sigma, kept = self.prior[1], self.delta / CAP, []
+        p2, sigma, at = self.prior[1], self.delta / CAP, []
         for i, (y, v, u) in enumerate(zip(self.y.tolist(), self.v.tolist(), self.u.tolist())):
-            ref = sorted(kept[-SERVED_REF:])
-            if len(ref) >= 3:
-                hi = ref[len(ref) // 2]
+            if len(at) >= 3:
+                ref = sorted(at[-SERVED_REF:])
+                hi = (ref[(len(ref) - 1) // 2] + ref[len(ref) // 2]) / 2
+                spread = sigma * math.hypot(1.0, 1.2533 / math.sqrt(len(ref)))
                 inv_hi, inv_lo = 10.0 ** -hi, p2 * u
-                out[i] = (hi - y >= SERVED_SIGMAS * sigma * math.hypot(1.0, 1.2533 / math.sqrt(len(ref)))
-                          and inv_lo > inv_hi and (v - inv_hi) / (inv_lo - inv_hi) >= SERVED_MISSES)
-            if not out[i]:
-                kept.append(y)
+                gone = (v - inv_hi) / (inv_lo - inv_hi) if inv_lo > inv_hi else 0.0
+                out[i] = (-1 if hi - y >= SERVED_SIGMAS * spread and gone >= SERVED_MISSES
+                          else 1 if hi - y <= SERVED_AT * spread else 0)
+            if out[i] == 1:
+                at.append(y)
         return out
 
     def served_whole(self) -> np.ndarray:
         """For each point as an onset model's C (the last size served whole): whether no run of
-        SERVED_RUN points clearly missing lies before it, unless SERVED_BACK points back at the
-        upper speed follow that run (a dip, or a slow start). A cliff placed past such a run reads
-        a later bump as its edge (an H100's L1: partial hits at 221-241 KiB, 6-20% slow, read 231
-        and 252 KiB with the upper speed taken 4-8% under its plateau's)."""
+        SERVED_RUN points clearly missing ends at or before it (points between speeds neither
+        break nor extend a run), unless SERVED_BACK points at speed follow the run (a dip). A
+        cliff placed past such a run reads a later bump as its edge (three H100s' L1s: partial
+        hits at 221-241 KiB, 6-20% slow, read 230.5-252 KiB with the upper speed taken 4-8% under
+        its plateau's)."""
         if self._served is None:
             out, fallen, missing, back = np.ones(self.x.size, dtype=bool), False, 0, 0
-            for i, m in enumerate(self.missing().tolist()):
-                missing, back = (missing + 1, 0) if m else (0, back + 1)
+            for i, state in enumerate(self.speed_states().tolist()):
+                if state:
+                    missing, back = (missing + 1, 0) if state < 0 else (0, back + 1)
                 fallen = (fallen or missing >= SERVED_RUN) and back < SERVED_BACK
                 out[i] = not fallen
             self._served = out

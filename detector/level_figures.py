@@ -4,10 +4,12 @@ named and sized (per XCD where a chiplet has its own L2); each plateau against i
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
 from detect_caches.detector.capacity import CapacityEstimate
+from detect_caches.detector.fallfit import LEVEL
 from detect_caches.detector.labels import device_names, documented_bytes, per_cu_names
 from detect_caches.detector.levels import Level, SweepAnalysis
 from detect_caches.detector.plateau_speed import plateau_speed
@@ -21,9 +23,8 @@ CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a reso
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
                          # land in changes with each allocation (an H200's L2 spread more over runs
                          # than each run's resampling said)
-CLIFF_Z = 2.326          # a cliff's interval (detector.fallfit.LEVEL, 98%) spans this many sigmas either
-                         # side: its edge lies at a measured size, and which sizes a rerun measures there
-                         # moves the reading within it
+CLIFF_SHAPES = ("cliff", "cliff, then partial hits")   # falls whose size is held at a measured size
+CLIFF_Z = NormalDist().inv_cdf((1 + LEVEL) / 2)   # sigmas either side of the interval (98%: 2.33)
 POOLED_POINTS = 5        # a plateau's scatter weighs as if this many more points showed the sweep's
                          # pooled plateau scatter
 
@@ -109,10 +110,11 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     # sampling noise says (where the points of the fall land, shapes no model fits exactly)
     floor = (0.0 if simulated or est.shape.startswith("cliff") else
              HASHED_FLOOR if est.shape == "hashed-set fall" else CAPACITY_FLOOR)
-    if est.shape.startswith("cliff") and est.high_bytes > est.low_bytes > 0:
-        # the fit's noise holds a cliff's edge at one measured size; where it may lie between runs is
-        # its interval (an H200's L1 read 217.5 and 224.5 KiB in two runs of one card, each saying
-        # 0.1-0.6%, both intervals reaching 215-229 KiB: a drift by the repeatabilities alone)
+    if est.shape in CLIFF_SHAPES and est.high_bytes > est.low_bytes > 0:
+        # the fit's noise holds a cliff's edge at one measured size, while which sizes a rerun
+        # measures moves it within its interval, on a simulated curve as on a card (an H200's L1
+        # read 217.5 and 224.5 KiB in two runs of one card, each saying 0.1-0.6%, both intervals
+        # reaching 215-229 KiB: a drift by the repeatabilities alone)
         floor = math.log(est.high_bytes / est.low_bytes) / (2 * CLIFF_Z)
     level.capacity_repeatability = round(math.hypot(est.repeatability, floor), 5)
     level.confidence = confidence(an, k)
