@@ -108,14 +108,14 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     level.fall_shape = est.shape
     # a fall that is not a resolved cliff moves between runs of a real card more than its
     # sampling noise says (where the points of the fall land, shapes no model fits exactly)
-    floor = (0.0 if simulated or est.shape.startswith("cliff") else
+    # ... and the fit's noise holds a cliff's edge at one measured size, while which sizes a rerun
+    # measures moves it within its interval, on a simulated curve as on a card (an H200's L1 read
+    # 217.5 and 224.5 KiB in two runs of one card, each saying 0.1-0.6%, both intervals reaching
+    # 215-229 KiB: a drift by the repeatabilities alone)
+    held = est.shape in CLIFF_SHAPES and est.high_bytes > est.low_bytes > 0
+    floor = (math.log(est.high_bytes / est.low_bytes) / (2 * CLIFF_Z) if held else
+             0.0 if simulated or est.shape.startswith("cliff") else
              HASHED_FLOOR if est.shape == "hashed-set fall" else CAPACITY_FLOOR)
-    if est.shape in CLIFF_SHAPES and est.high_bytes > est.low_bytes > 0:
-        # the fit's noise holds a cliff's edge at one measured size, while which sizes a rerun
-        # measures moves it within its interval, on a simulated curve as on a card (an H200's L1
-        # read 217.5 and 224.5 KiB in two runs of one card, each saying 0.1-0.6%, both intervals
-        # reaching 215-229 KiB: a drift by the repeatabilities alone)
-        floor = math.log(est.high_bytes / est.low_bytes) / (2 * CLIFF_Z)
     level.capacity_repeatability = round(math.hypot(est.repeatability, floor), 5)
     level.confidence = confidence(an, k)
     if est.shape.startswith("cliff"):

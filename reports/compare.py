@@ -5,8 +5,9 @@ A change is drift when it exceeds the tolerance (default 3% for capacities, band
 latencies) and is more than the two runs' repeatabilities explain: |change| > REPEAT_SIGMAS x
 the combined 1-sigma run-to-run spread each result measured for that figure. The capacity
 interval (where the physical size may lie) is not used: that uncertainty is the same in both
-runs of one card (a cliff's repeatability already counts its interval: detector.level_figures). A latency in ns whose SM cycles did not change moved with the SM clock, not
-the cache: not drift, and said so. Line and sector sizes are powers of two: any change is drift.
+runs of one card (a cliff's repeatability already counts its interval: detector.level_figures).
+A latency in ns whose SM cycles did not change moved with the SM clock, not the cache: not
+drift, and said so. Line and sector sizes are powers of two: any change is drift.
 A level that appears or vanishes is drift. Each drift has a direction (reports.verdict); the
 check fails on the worse ones by default (``fail_on="worse"``), on every one with "any". A noisy
 or busy run widens its repeatability and says so; it never produces a drift verdict of its own.
