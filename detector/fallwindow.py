@@ -7,6 +7,9 @@ import math
 
 import numpy as np
 
+from detect_caches.detector.curve import median
+from detect_caches.detector.shape import hit_rates
+
 LN10 = math.log(10.0)
 LOOSE, LOOSE_FLOOR = 4.0, 0.05   # the grid's cap: four times the fit's, and at least 12% in bandwidth
 VISIBLE = 4.0           # a cliff model's drop at C must be this many point sigmas
@@ -120,13 +123,13 @@ class FallWindow:
         if self.prior is None:
             return out
         p2, sigma, at = self.prior[1], self.delta / CAP, []
-        for i, (y, v, u) in enumerate(zip(self.y.tolist(), self.v.tolist(), self.u.tolist())):
+        for i, (y, u) in enumerate(zip(self.y.tolist(), self.u.tolist())):
             if len(at) >= 3:
-                ref = sorted(at[-SERVED_REF:])
-                hi = (ref[(len(ref) - 1) // 2] + ref[len(ref) // 2]) / 2
+                ref = at[-SERVED_REF:]
+                hi = median(ref)
                 spread = sigma * math.hypot(1.0, 1.2533 / math.sqrt(len(ref)))
-                inv_hi, inv_lo = 10.0 ** -hi, p2 * u
-                gone = (v - inv_hi) / (inv_lo - inv_hi) if inv_lo > inv_hi else 0.0
+                inv_lo = p2 * u
+                gone = 1.0 - float(hit_rates(y, hi, -math.log10(inv_lo))) if inv_lo > 10.0 ** -hi else 0.0
                 out[i] = (-1 if hi - y >= SERVED_SIGMAS * spread and gone >= SERVED_MISSES
                           else 1 if hi - y <= SERVED_AT * spread else 0)
             if out[i] == 1:
