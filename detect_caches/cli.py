@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         console.close_stdout()
         return EXIT_ERROR
     except ImportError as exc:             # a module of this tool shadowed or missing
+        if _from_interrupt(exc):           # or a compiled module's start cut by Ctrl-C ("initialization failed")
+            _print("detect-caches: interrupted", err=True)
+            return EXIT_ERROR
         _print(f"detect-caches: error: cannot import {exc.name or 'a module'} ({exc}): is a file or folder of "
                f"that name in the working folder or on PYTHONPATH?", err=True)
         return EXIT_ERROR
