@@ -14,6 +14,7 @@ from functools import partial
 
 import numpy as np
 
+from detect_caches.detector.above_tail import without_tail_above
 from detect_caches.detector.analyze_sweep import KNOWN_SPEED, analyze_sweep, fallen, thirds
 from detect_caches.detector.inside import INSIDE_OCTAVES, inside_level
 from detect_caches.detector.capacity import estimate_capacity
@@ -133,7 +134,9 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis, me
         offset = 0.0   # the next private plateau is not the shared sweep's level seen again
     old = priv.steps[k]
     sigma = priv.point_sigma or priv.sigma
-    lower = inside_level(priv.curve, nxt, upper=False, sigma=sigma)
+    curve = without_tail_above(priv.curve, priv.steps[k - 1] if k > 0 else None, priv.plateaus[k].size_lo_bytes,
+                               priv.plateaus[k].size_hi_bytes, sigma)
+    lower = inside_level(curve, nxt, upper=False, sigma=sigma)
     if seen_again and settling is not None:
         lower = (float(np.median(below + offset)), lower[1])
     elif seen_again:
@@ -145,9 +148,9 @@ def _against_device_curve(priv: SweepAnalysis, k: int, shared: SweepAnalysis, me
         lower = (lower[0] - there + float(np.median(below + offset)), lower[1])
     # through the memo: the pass after the latency sweep meets the fit made beside it (pipeline.sweep_detect)
     fit = estimate_capacity if memo is None else partial(memo.call, estimate_capacity)
-    est = fit(priv.curve.size_bytes[sel], priv.curve.y[sel], priv.plateaus[k].level_log,
+    est = fit(curve.size_bytes[sel], curve.y[sel], priv.plateaus[k].level_log,
               below + offset, priv.sigma, seed=k, resample_sigma=priv.point_sigma,
-              plateaus=(inside_level(priv.curve, priv.plateaus[k], upper=True, sigma=sigma, first=k == 0),
+              plateaus=(inside_level(curve, priv.plateaus[k], upper=True, sigma=sigma, first=k == 0),
                         lower))
     priv.steps[k] = type(old)(upper=old.upper, estimate=est, rise=old.rise, partials=old.partials)
 

@@ -1,0 +1,58 @@
+"""The level above a fall, where its own fall's tail still serves part of the data inside this
+fall's window: a random-replacement L0's hits at 3-4x its size slope the L1's plateau, and the
+L1's fall read that slope as a pseudo-LRU sag, its capacity 61% small (physics GPU 2 seed 3,
+SIMULATED). Each point's time, less what the level above serves at its fitted speed, is the
+time of the rest: 1/BW' = (1/BW - h0/B0) / (1 - h0), exact where speeds mix harmonically."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from detect_caches.detector.curve import Curve
+from detect_caches.detector.hitmodels import hit_curve
+from detect_caches.detector.inside import INSIDE_OCTAVES
+from detect_caches.detector.levels import Step
+from detect_caches.detector.splitfit import SPLITS
+
+ABOVE_VISIBLE = 2.0    # point sigmas the fall above's fitted tail must lift a point of the plateau by
+ABOVE_MAX_HITS = 0.5   # points the level above still serves more than this share of are left as they are
+FLATTER = 9.0          # squared point sigmas the plateau's scatter must lose
+
+
+def without_tail_above(curve: Curve, above: Step | None, start_bytes: float, end_bytes: float,
+                       sigma: float) -> Curve:
+    """``curve`` from ``start_bytes`` on (the upper plateau's start) with the share of each point's
+    time that the fall above's fitted tail serves taken out; ``curve`` itself where that tail
+    lifts no point there by ABOVE_VISIBLE ``sigma`` (log10), where the fall above has no fit or
+    does not end before ``start_bytes``, or where taking it out leaves the plateau (its first
+    octave and a half, short of ``end_bytes``, its end) no flatter by FLATTER squared sigmas: a tail that slopes the plateau is
+    seen, one that would only shift it is a fit's guess (a cliff's shelf of partial hits over a
+    whole plateau is as well that level's own speed: the built-in rx6900xt's L1 +3.6%, seed 6)."""
+    fit = getattr(above.estimate, "fit", None) if above is not None else None
+    if fit is None:
+        return curve
+    best = fit.best
+    if best.model in SPLITS or not best.capacity_bytes < start_bytes:
+        return curve
+    x = curve.size_bytes
+    h = hit_curve(best.model, x / best.capacity_bytes, best.theta)
+    b0, b1 = 10.0 ** -best.hi_log, 10.0 ** -best.lo_log     # inverse speeds above and of this level
+    use = (x >= start_bytes) & (h < ABOVE_MAX_HITS)
+    lift = np.log10(b1 / (h * b0 + (1.0 - h) * b1))
+    if not np.any(lift[use] > ABOVE_VISIBLE * sigma):
+        return curve
+    inv = 1.0 / curve.bandwidth_gbs
+    rest = inv - h * b0
+    use &= rest > 0
+    corrected = np.where(use, rest / np.where(use, 1.0 - h, 1.0), inv)
+    near, far = INSIDE_OCTAVES     # the plateau's own stretch, as its speed is read (detector.inside)
+    plateau = use & (x <= min(end_bytes / 2 ** near, start_bytes * 2 ** far))
+    if _scatter(-np.log10(inv[plateau])) - _scatter(-np.log10(corrected[plateau])) < FLATTER * sigma ** 2:
+        return curve
+    return dataclasses.replace(curve, bandwidth_gbs=1.0 / corrected)
+
+
+def _scatter(y: np.ndarray) -> float:
+    """Squared deviations from the mean."""
+    return float(np.sum((y - y.mean()) ** 2)) if y.size else 0.0
