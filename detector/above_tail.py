@@ -16,35 +16,42 @@ from detect_caches.detector.levels import Step
 from detect_caches.detector.splitfit import SPLITS
 
 ABOVE_VISIBLE = 2.0    # point sigmas the fall above's fitted tail must lift a point of the plateau by
-ABOVE_MAX_HITS = 0.5   # points the level above still serves more than this share of are left as they are
+ABOVE_MAX_HITS = 0.5   # a plateau whose start the level above still serves this much of begins
+                       # inside that fall: its points are the fall's, not a tail to take out
 FLATTER = 9.0          # squared point sigmas the plateau's scatter must lose
 
 
 def without_tail_above(curve: Curve, above: Step | None, start_bytes: float, end_bytes: float,
                        sigma: float) -> Curve:
-    """``curve`` from ``start_bytes`` on (the upper plateau's start) with the share of each point's
-    time that the fall above's fitted tail serves taken out; ``curve`` itself where that tail
-    lifts no point there by ABOVE_VISIBLE ``sigma`` (log10), where the fall above has no fit or
-    does not end before ``start_bytes``, or where taking it out leaves the plateau (its first
-    octave and a half, short of ``end_bytes``, its end) no flatter by FLATTER squared sigmas: a tail that slopes the plateau is
-    seen, one that would only shift it is a fit's guess (a cliff's shelf of partial hits over a
-    whole plateau is as well that level's own speed: the built-in rx6900xt's L1 +3.6%, seed 6)."""
+    """``curve`` from ``start_bytes`` on (the upper plateau's start) with the share of each
+    point's time that the fall above's fitted tail serves taken out. ``curve`` itself where the
+    fall above has no fit, is a split level's, or does not end before ``start_bytes`` (or still
+    serves ABOVE_MAX_HITS there); where its tail lifts no point by ABOVE_VISIBLE ``sigma``
+    (log10); or where taking it out leaves the plateau (its first octave and a half, short of
+    ``end_bytes``, its end) no flatter by FLATTER squared sigmas: a tail that slopes the plateau
+    is seen, one that would only shift it is a fit's guess (a cliff's fitted shelf of partial hits
+    over a whole plateau is as well that level's own speed: the built-in rx6900xt's L1, +3.6% on
+    seed 6)."""
     fit = getattr(above.estimate, "fit", None) if above is not None else None
     if fit is None:
         return curve
     best = fit.best
     if best.model in SPLITS or not best.capacity_bytes < start_bytes:
         return curve
+    sigma = max(sigma, 1e-3)     # the floor the fits' noise has (detector.fallwindow)
     x = curve.size_bytes
     h = hit_curve(best.model, x / best.capacity_bytes, best.theta)
+    use = x >= start_bytes
+    if np.any(h[use] >= ABOVE_MAX_HITS):
+        return curve
     b0, b1 = 10.0 ** -best.hi_log, 10.0 ** -best.lo_log     # inverse speeds above and of this level
-    use = (x >= start_bytes) & (h < ABOVE_MAX_HITS)
     lift = np.log10(b1 / (h * b0 + (1.0 - h) * b1))
     if not np.any(lift[use] > ABOVE_VISIBLE * sigma):
         return curve
     inv = 1.0 / curve.bandwidth_gbs
     rest = inv - h * b0
-    use &= rest > 0
+    if np.any(rest[use] <= 0):
+        return curve             # the fit's tail serves more than a point's whole time: not this curve's
     corrected = np.where(use, rest / np.where(use, 1.0 - h, 1.0), inv)
     near, far = INSIDE_OCTAVES     # the plateau's own stretch, as its speed is read (detector.inside)
     plateau = use & (x <= min(end_bytes / 2 ** near, start_bytes * 2 ** far))

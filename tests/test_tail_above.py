@@ -17,8 +17,8 @@ B0, B1, B2 = 98000.0, 13000.0, 7400.0    # GB/s: an L0 over an L1 over an L2
 C0, C1 = 24576.0, 180224.0
 
 
-def _curve(model="random"):
-    sizes = np.geomspace(8192, 600000, 80)
+def _curve(model="random", sizes=None):
+    sizes = np.geomspace(8192, 600000, 80) if sizes is None else sizes
     h0 = hit_curve(model, sizes / C0, ())
     h1 = (sizes <= C1).astype(float)
     inv = h0 / B0 + (1 - h0) * (h1 / B1 + (1 - h1) / B2)
@@ -57,6 +57,38 @@ def test_the_curve_is_left_alone(case):
     if case == "a shelf that only shifts":     # ... though it lifts every point of it by 10%
         h = hit_curve("cliff_shelf", np.array([2.0, 6.0]), (0.25, 20.0))
         assert np.all(np.log10(1 / (h * B1 / B0 + 1 - h)) > math.log10(1.1))
+
+
+@pytest.mark.parametrize("case", ["starts inside the fall above", "a split level's fall"])
+def test_a_fall_that_is_no_tail_is_left_alone(case):
+    """A plateau that starts where the level above still serves half the data (taking out only
+    the points past that share would leave a step), and a split level's fall above (its far
+    half is a level's speed, not hits that fade): both would change the curve without their guard."""
+    curve = _curve()
+    if case == "starts inside the fall above":
+        start, above = 1.15 * C0, _above()
+        assert hit_curve("random", np.array([1.15]), ())[0] > 0.5
+    else:
+        start, above = 2 * C0, _above("split", theta=(0.35,))
+        assert without_tail_above(curve, _above("hashed", theta=(0.35,)), start, C1, 0.004) is not curve
+    assert without_tail_above(curve, above, start, C1, 0.004) is curve
+
+
+def test_a_tail_under_two_sigmas_is_left_alone_however_many_points_show_it():
+    """Dense points under a tail that lifts the first by 1.9 sigmas: the plateau would be flatter
+    by more than FLATTER squared sigmas, but no single point shows the tail."""
+    from detect_caches.detector.above_tail import FLATTER
+    from detect_caches.detector.inside import INSIDE_OCTAVES
+    sizes = np.geomspace(2.5 * C0, 0.8 * C1, 400)
+    curve = _curve(sizes=sizes)
+    h = hit_curve("random", sizes / C0, ())
+    lift = np.log10(1 / (h * B1 / B0 + 1 - h))
+    sigma = lift.max() / 1.9
+    near, far = INSIDE_OCTAVES
+    part = lift[sizes <= min(C1 / 2 ** near, sizes[0] * 2 ** far)]
+    assert np.sum((part - part.mean()) ** 2) > FLATTER * sigma ** 2
+    assert without_tail_above(curve, _above(), sizes[0], C1, sigma) is curve
+    assert without_tail_above(curve, _above(), sizes[0], C1, lift.max() / 2.1) is not curve
 
 
 def test_a_random_l0s_tail_is_not_the_l1s_decline():
