@@ -23,6 +23,10 @@ CAPACITY_FLOOR = 0.01    # ... and capacity spread, where the fall is not a reso
 HASHED_FLOOR = 0.015     # ... and where it is a hashed-set fall: which sets a buffer's physical pages
                          # land in changes with each allocation (an H200's L2 spread more over runs
                          # than each run's resampling said)
+HASHED_WIDTH_SHARE = 0.1  # ... and at least this share of the fall's width (octaves): the broader
+                         # the fall, the more its middle moves between allocations (an H100's L2,
+                         # 0.2-0.5 octaves wide, read 49.4-54.7 MiB over four runs of one card: 3.6%
+                         # seen against 1.7% said; H200s' L2s, 0.1-0.3 wide, 0.4-1.4% seen)
 CLIFF_SHAPES = ("cliff", "cliff, then partial hits")   # falls whose size is held at a measured size
 CLIFF_Z = NormalDist().inv_cdf((1 + LEVEL) / 2)   # sigmas either side of the interval (98%: 2.33)
 POOLED_POINTS = 5        # a plateau's scatter weighs as if this many more points showed the sweep's
@@ -115,7 +119,8 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     held = est.shape in CLIFF_SHAPES and est.high_bytes > est.low_bytes > 0
     floor = (math.log(est.high_bytes / est.low_bytes) / (2 * CLIFF_Z) if held else
              0.0 if simulated or est.shape.startswith("cliff") else
-             HASHED_FLOOR if est.shape == "hashed-set fall" else CAPACITY_FLOOR)
+             max(HASHED_FLOOR, HASHED_WIDTH_SHARE * est.width_octaves) if est.shape == "hashed-set fall" else
+             CAPACITY_FLOOR)
     level.capacity_repeatability = round(math.hypot(est.repeatability, floor), 5)
     level.confidence = confidence(an, k)
     if est.shape.startswith("cliff"):
