@@ -186,12 +186,16 @@ BY_NAME = {m.name: m for m in MODELS}
 DEVICE_MIN_WAYS = 8
 # (a modulo fall's sets overflow over C / A: from 8 ways a narrow fall, so a broad hashed fall's
 # middle is not read as sets overflowing from 14% under it: mi210 seed 6, keyed noise)
-DEVICE_MODELS = tuple(
-    dataclasses.replace(m, grids=(tuple(a for a in m.grids[0] if a >= DEVICE_MIN_WAYS),))
-    if m.name in ("ways", "random_ways")
-    else dataclasses.replace(m, between_sizes=False, grids=(tuple(a for a in m.grids[0] if a >= DEVICE_MIN_WAYS),))
-    if m.name == "modulo" else m
-    for m in MODELS if m.name in ("lru", "modulo", "random", "hashed", "ways", "random_ways"))
+
+
+def _device(m: HitModel) -> HitModel:
+    if m.name in ("ways", "random_ways", "modulo"):
+        m = dataclasses.replace(m, grids=(tuple(a for a in m.grids[0] if a >= DEVICE_MIN_WAYS),))
+    return dataclasses.replace(m, between_sizes=False) if m.name == "modulo" else m
+
+
+DEVICE_MODELS = tuple(_device(m) for m in MODELS
+                      if m.name in ("lru", "modulo", "random", "hashed", "ways", "random_ways"))
 
 
 SPLIT_HALVES = {"split": "hashed", "split_ways": "ways", "split_random": "random_ways"}   # how each
