@@ -10,7 +10,9 @@ modulo / hashed / page-coloured indexing) rather than from the simulator's formu
 
 Each GPU is run through the simulator (sweeps only: the capacities do not use the probes) and the
 detector, on each seed; the figures: (GPU, level) pairs within 3% / 10% / 20% of the truth on every
-seed, runs that found the right list of levels, intervals that miss the truth, seed-to-seed spread.
+seed, runs that found the right list of levels, intervals that miss the truth, seed-to-seed spread,
+and that spread against the repeatabilities the runs said: seed pairs apart by more than twice what
+theirs give, and, of the pairs whose repeatabilities promise 95% of reruns within 2%, those within 2%.
 SIMULATED: these are model figures, not hardware claims.
 """
 from __future__ import annotations
@@ -59,11 +61,23 @@ def run_one(args) -> dict:
                        for lv in spec["levels"]}}
 
 
+SAID_SIGMAS = 2.0          # two seeds' readings further apart than this many of the repeatabilities
+                           # they said (about 5% of seed pairs where those are true) ...
+PRECISE = 0.02 / 1.96      # ... and seed pairs whose repeatabilities said 95% of reruns within 2%
+
+
+def _seed_pairs(found: list) -> list[tuple[float, float]]:
+    """(how far apart, ln; the 1-sigma of that the two runs' repeatabilities say) for each two seeds
+    of one level."""
+    return [(abs(math.log(a[1] / b[1])), math.hypot(a[5] or 0.0, b[5] or 0.0))
+            for i, a in enumerate(found) for b in found[i + 1:]]
+
+
 def summarize(runs: list[dict]) -> dict:
     by_gpu: dict[int, list[dict]] = {}
     for r in runs:
         by_gpu.setdefault(r["gpu"], []).append(r)
-    pairs, right_lists, intervals, missed, spreads, worst = [], 0, 0, 0, [], []
+    pairs, right_lists, intervals, missed, spreads, said, worst = [], 0, 0, 0, [], [], []
     for k, rs in sorted(by_gpu.items()):
         for r in rs:
             names = [n for n, *_ in r["found"]]
@@ -86,15 +100,21 @@ def summarize(runs: list[dict]) -> dict:
             pairs.append(err)
             if len(ests) >= 2:
                 spreads.append(max(ests) / min(ests) - 1)
+                said += _seed_pairs([f for f in (next((f for f in r["found"] if f[0] == name), None) for r in rs)
+                                     if f is not None and f[1]])
             worst.append((err, rs[0].get("profile") or k, name, rs[0]["shapes"].get(name, ""), [round(e, 3) for e in errs]))
     n = len(pairs)
     share = lambda tol: sum(e <= tol for e in pairs) / max(n, 1)  # noqa: E731
+    precise = [apart for apart, rep in said if rep <= PRECISE]
     spreads.sort()
     return {"gpus": len(by_gpu), "runs": len(runs), "pairs": n, "within_3pct": share(0.03),
             "within_10pct": share(0.10), "beyond_20pct": sum(e > 0.20 for e in pairs),
             "right_levels": right_lists / max(len(runs), 1), "intervals_missing": missed / max(intervals, 1),
             "spread_95th": spreads[int(0.95 * (len(spreads) - 1))] if spreads else 0.0,
             "spread_within_2pct": sum(s <= 0.02 for s in spreads) / max(len(spreads), 1),
+            "spread_beyond_said": sum(apart > SAID_SIGMAS * rep for apart, rep in said) / max(len(said), 1),
+            "said_precise": len(precise) / max(len(said), 1),
+            "precise_within_2pct": sum(apart <= math.log1p(0.02) for apart in precise) / max(len(precise), 1),
             "analysis_s_max": max(r["analysis_s"] for r in runs),
             "worst": sorted(worst, reverse=True)[:25]}
 
@@ -128,7 +148,8 @@ def main() -> None:
     print(f"SIMULATED: {s['gpus']} generated GPUs ({generator}{', keyed noise' if a.keyed_noise else ''}) x {a.seeds} seeds ({s['pairs']} level pairs) in "
           f"{time.perf_counter() - t:.0f} s")
     for key in ("within_3pct", "within_10pct", "beyond_20pct", "right_levels", "intervals_missing",
-                "spread_within_2pct", "spread_95th", "analysis_s_max"):
+                "spread_within_2pct", "spread_95th", "spread_beyond_said", "said_precise", "precise_within_2pct",
+                "analysis_s_max"):
         v = s[key]
         print(f"  {key:20s} {v:.3f}" if isinstance(v, float) else f"  {key:20s} {v}")
     print("worst:")

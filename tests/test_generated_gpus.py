@@ -30,6 +30,10 @@ def test_generated_gpus_capacities_and_levels(formula_runs):
     assert s["right_levels"] >= 0.95
     assert s["intervals_missing"] <= 0.15
     assert s["spread_within_2pct"] >= 0.85
+    # seeds apart as their repeatabilities said (3.5% of pairs beyond twice them; a true 1 sigma
+    # gives about 5%), and within 2% where those promised it (69 of 70 pairs)
+    assert s["spread_beyond_said"] <= 0.10
+    assert s["precise_within_2pct"] >= 0.95
 
 
 def test_physics_gpus_capacities_and_levels(physics_runs):
@@ -38,6 +42,26 @@ def test_physics_gpus_capacities_and_levels(physics_runs):
     assert s["pairs"] >= 30
     assert s["within_10pct"] >= 0.70, s["worst"][:5]
     assert s["right_levels"] >= 0.85
+    assert s["spread_beyond_said"] <= 0.10      # 0 of 35 pairs; 19 of 19 promised within 2% were
+    assert s["precise_within_2pct"] >= 0.90
+
+
+def test_the_spread_is_judged_against_what_each_run_said():
+    """Seed pairs apart by more than twice the repeatabilities their runs said, and the share
+    within 2% of the pairs whose repeatabilities promised that (benchmarks/accuracy.summarize)."""
+    def run(seed, got, rep):
+        return {"gpu": 7, "seed": seed, "truth": [("L2", 100), ("HBM", None)], "analysis_s": 0.1, "shapes": {},
+                "found": [("L2", got, got - 1, got + 1, "hashed-set fall", rep, 0.1), ("HBM", None, None, None, "", None, None)]}
+    # 100 and 103: 3% apart; said 0.5% each (0.7% apart, 1 sigma): beyond, and a promise broken
+    s = summarize([run(1, 100, 0.005), run(2, 103, 0.005)])
+    assert s["spread_beyond_said"] == 1.0 and s["said_precise"] == 1.0 and s["precise_within_2pct"] == 0.0
+    # said 2% each: within what they said, and no promise of 2%
+    s = summarize([run(1, 100, 0.02), run(2, 103, 0.02)])
+    assert s["spread_beyond_said"] == 0.0 and s["said_precise"] == 0.0
+    # three seeds, three pairs: 101 and 103 (1.96% apart) beyond twice 0.7% yet within 2%
+    s = summarize([run(1, 100, 0.005), run(2, 101, 0.005), run(3, 103, 0.005)])
+    assert s["said_precise"] == 1.0 and abs(s["precise_within_2pct"] - 2 / 3) < 1e-9
+    assert abs(s["spread_beyond_said"] - 2 / 3) < 1e-9
 
 
 def test_a_pseudo_lru_sag_is_not_a_level_of_its_own():
