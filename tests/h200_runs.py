@@ -9,7 +9,8 @@ tool lent in place of an H200 that day (h100-card/); of the 2026-12-06 call, the
 the --no-latency one of another H100 80GB HBM3, GPU-9135e92b (2026-12-06/h100-card/), and the same
 of a third, GPU-01354bba, measured with the cliff's edge kept before partial hits (2026-12-06/h100-card-2/),
 and of a fourth, GPU-e010780b, measured with the mended rule (2026-12-06/h100-card-3/); of a later
-call that day, the same of a fifth, GPU-5b48a0a3, measured at a1328d6 (2026-12-06/h100-card-4/)."""
+call that day, the same of a fifth, GPU-5b48a0a3, measured at a1328d6 (2026-12-06/h100-card-4/), and of
+an H200, GPU-52f188f7, at 02352bf (2026-12-06/h200-card/: the same detector)."""
 from __future__ import annotations
 
 import atexit

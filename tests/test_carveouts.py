@@ -231,6 +231,23 @@ def test_six_carveouts_granted_and_each_l1_repeats_within_a_kib_on_two_h200s(gpu
     assert [round(statistics.median(l1[c])) for c in (64, 100, 132)] == [189, 153, 121]
 
 
+CALL6 = DATA / "call6"     # 2026-12-06, a third H200 (GPU-52f188f7), two runs of --carveouts all
+
+
+def test_a_third_h200s_l1_under_every_carveout_reads_as_the_first_two():
+    """The carveout runs of 2026-12-06 (measured at 02352bf, benchmarks/carveout_check.py --runs 2)
+    re-analysed: the six granted carveouts' L1s within 1 KiB of each other and of call 5's medians
+    (189, 153, 121, 88.5, 56, 21.5 KiB), the array at 252.75 KiB, 0-16 KiB not granted."""
+    want = {64: 189.0, 100: 153.0, 132: 121.0, 164: 88.5, 196: 56.0, 228: 21.5}
+    for run in ("run1", "run2"):
+        data = analyze(CALL6 / run / "measurements.csv", CALL6 / run / "result.json").data
+        got = {r["carveout_kib"]: r["l1_capacity_bytes"] / KIB for r in data["carveouts"]
+               if r["reached"] and not r.get("driver_default")}
+        assert set(got) == set(want) and all(abs(got[c] - want[c]) <= 1 for c in want), got
+        assert not any(r["reached"] for r in data["carveouts"] if r["carveout_kib"] in (0, 8, 16))
+        assert data["unified_array"]["seen_kib"] == pytest.approx(252.75, abs=0.5)
+
+
 def test_an_aliasing_dip_below_a_full_speed_size_is_not_the_l1s_edge():
     """100 KiB carved, GPU 0 run 3: 151.75 KiB runs at 83% between 150.5 and 153.0 KiB at full
     speed; a fit that takes the dip for early misses read 151.5 KiB. The L1 holds 153 KiB."""
