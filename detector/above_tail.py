@@ -2,7 +2,9 @@
 fall's window: a random-replacement L0's hits at 3-4x its size slope the L1's plateau, and the
 L1's fall read that slope as a pseudo-LRU sag, its capacity 61% small (physics GPU 2 seed 3,
 SIMULATED). Each point's time, less what the level above serves at its fitted speed, is the
-time of the rest: 1/BW' = (1/BW - h0/B0) / (1 - h0), exact where speeds mix harmonically."""
+time of the rest: 1/BW' = (1/BW - h0/B0) / (1 - h0), exact where speeds mix harmonically.
+Used for the last per-SM/CU level's fall (detector.analyze) and, within a sweep, for every fall
+below another (refit_under_tails)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,13 +14,16 @@ import numpy as np
 from detect_caches.detector.curve import Curve
 from detect_caches.detector.hitmodels import hit_curve
 from detect_caches.detector.inside import INSIDE_OCTAVES
-from detect_caches.detector.levels import Step
+from detect_caches.detector.levels import Step, SweepAnalysis
 from detect_caches.detector.splitfit import SPLITS
 
 ABOVE_VISIBLE = 2.0    # point sigmas the fall above's fitted tail must lift a point of the plateau by
 ABOVE_MAX_HITS = 0.5   # a plateau whose start the level above still serves this much of begins
                        # inside that fall: its points are the fall's, not a tail to take out
-FLATTER = 9.0          # squared point sigmas the plateau's scatter must lose
+FLATTER = 9.0          # squared point sigmas the plateau's scatter must lose ...
+RISING = 3.0           # ... without its speed then rising by this many standard errors: no level runs
+                       # faster on a larger working set, so more tail was taken out than was there
+                       # (a fall above fitted 20% large: tests/test_tail_above.py)
 
 
 def without_tail_above(curve: Curve, above: Step | None, start_bytes: float, end_bytes: float,
@@ -57,9 +62,34 @@ def without_tail_above(curve: Curve, above: Step | None, start_bytes: float, end
     plateau = use & (x <= min(end_bytes / 2 ** near, start_bytes * 2 ** far))
     if _scatter(-np.log10(inv[plateau])) - _scatter(-np.log10(corrected[plateau])) < FLATTER * sigma ** 2:
         return curve
+    if _rise(np.log2(x[plateau]), -np.log10(corrected[plateau]), sigma) > RISING:
+        return curve
     return dataclasses.replace(curve, bandwidth_gbs=1.0 / corrected)
+
+
+def _rise(lx: np.ndarray, y: np.ndarray, sigma: float) -> float:
+    """How many standard errors the points' speed rises per octave (least squares)."""
+    spread = float(np.sum((lx - lx.mean()) ** 2))
+    if lx.size < 3 or spread <= 0:
+        return 0.0
+    slope = float(np.sum((lx - lx.mean()) * (y - y.mean()))) / spread
+    return slope / (sigma / np.sqrt(spread))
 
 
 def _scatter(y: np.ndarray) -> float:
     """Squared deviations from the mean."""
     return float(np.sum((y - y.mean()) ** 2)) if y.size else 0.0
+
+
+def refit_under_tails(an: SweepAnalysis, fit) -> None:
+    """Top down, each fall whose upper plateau the fall above's fitted tail still slopes, fitted
+    again on its points less that tail (``fit(i)`` then takes it out: detector.analyze_sweep). A
+    random L2's tail over a close L3's plateau read the L3's speed 1.3-1.6% fast; that L3's fall,
+    the lower level's speed under the L2, then read the L2 as an 8-way LRU fall, +40% (physics GPU
+    46 seed 2, SIMULATED)."""
+    for i in range(1, len(an.steps)):
+        hi = an.plateaus[i]
+        if without_tail_above(an.curve, an.steps[i - 1], hi.size_lo_bytes, hi.size_hi_bytes,
+                              an.point_sigma or an.sigma) is not an.curve:
+            an.under_tail.add(i)
+            an.steps[i] = fit(i)

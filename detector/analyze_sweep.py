@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from detect_caches.detector.above_tail import refit_under_tails, without_tail_above
 from detect_caches.detector.capacity import BOOTSTRAP, estimate_capacity
 from detect_caches.detector.curve import Curve, binned, local_level, point_sigma, robust_sigma
 from detect_caches.detector.falling_below import (LOCAL_BINS, chain_plateaus, lower_speeds, own_window_span,
@@ -189,6 +190,9 @@ def _fit_step(an: SweepAnalysis, i: int, *, resamples: int, split_first: bool, m
     """The fall between plateaus ``i`` and ``i + 1`` of ``an``, fitted; ``below``: the next fall,
     whose fitted curve is the lower level's speed where it has begun inside this window."""
     curve, hi, lo = an.curve, an.plateaus[i], an.plateaus[i + 1]
+    if i in an.under_tail:
+        curve = without_tail_above(curve, an.steps[i - 1], hi.size_lo_bytes, hi.size_hi_bytes,
+                                   an.point_sigma or an.sigma)
     sel = an.step_points(i)
     # hit rates against the lower plateau's level next to the fall (a long plateau may drift,
     # as memory does past a cache); the upper one's edge may already be inside the fall
@@ -249,6 +253,7 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
     an.steps = [fit(i) for i in range(len(plateaus) - 1)]
     promote_in_misfits(an, fit)
     demote_fitted_through(an, fit)
+    refit_under_tails(an, fit)
     refit_over_falling(an, fit)
     if curve.sweep != "private":   # a per-SM fall chained into the L2's: physics GPU 142's L1 +111%
         chain_plateaus(an, fit)

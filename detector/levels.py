@@ -87,6 +87,8 @@ class SweepAnalysis:
     point_bin: object = None                  # each raw point's bin (numpy array)
     point_sigma: float | None = None          # one raw point's noise (curve.point_sigma)
     window_ends: dict = field(default_factory=dict)   # a fall's window reaching past its usual end
+    under_tail: set = field(default_factory=set)      # falls read less the tail of the fall above
+                                                      # (detector.above_tail.refit_under_tails)
 
     def step_points(self, i: int, *, own: bool = False):
         """Boolean mask of the curve's points that go into step ``i``'s estimate: the upper
