@@ -86,22 +86,22 @@ def summarize(runs: list[dict]) -> dict:
         for name, truth in rs[0]["truth"]:
             if truth is None:
                 continue
-            errs, ests = [], []
+            errs, readings = [], []
             for r in rs:
                 got = next((f for f in r["found"] if f[0] == name), None)
                 if got is None or got[1] is None:
                     errs.append(math.inf)
                     continue
                 errs.append(abs(got[1] / truth - 1))
-                ests.append(got[1])
+                readings.append(got)
                 intervals += 1
                 missed += not (got[2] <= truth <= got[3])
             err = max(errs)
             pairs.append(err)
-            if len(ests) >= 2:
+            if len(readings) >= 2:
+                ests = [got[1] for got in readings]
                 spreads.append(max(ests) / min(ests) - 1)
-                said += _seed_pairs([f for f in (next((f for f in r["found"] if f[0] == name), None) for r in rs)
-                                     if f is not None and f[1]])
+                said += _seed_pairs(readings)
             worst.append((err, rs[0].get("profile") or k, name, rs[0]["shapes"].get(name, ""), [round(e, 3) for e in errs]))
     n = len(pairs)
     share = lambda tol: sum(e <= tol for e in pairs) / max(n, 1)  # noqa: E731
