@@ -212,3 +212,52 @@ def test_a_first_window_far_before_its_plateaus_end_is_trusted_closer():
     curve.sweep = "shared"
     _, sigma = inside_level(curve, _plateau(8 * 1024, 467 * 1024), upper=True, sigma=0.003, first=True)
     assert sigma == pytest.approx(INSIDE_SIGMA)
+
+
+# generated GPU 205 seed 2's private sweep, keyed noise (SIMULATED), one median per bin: 73 SMs,
+# an L1 (16.9 TB/s) falling 1.25x at 58.5 KiB onto partial hits that slope into the L2's speed
+# (13.5 TB/s) until the L2's share per SM fills at 371 KiB
+PRIVATE_205 = ([16849, 17293, 16893, 17227, 16054, 16952, 16271, 16219, 16416, 17487, 17487, 17150, 17203,
+                16690, 15418, 15521, 15240, 15048, 15044, 14606, 14619, 13837, 14105, 13966, 13393, 12958,
+                13824, 6072, 6047, 5737, 5835, 5713, 5889, 5680, 6021],
+               [8192, 10240, 11264, 13312, 16384, 19456, 23552, 27648, 32768, 38912, 46080, 48128, 53094,
+                56811, 62208, 65919, 77310, 83456, 93184, 110592, 131072, 155648, 185344, 220160, 262144,
+                311296, 370688, 372992, 404480, 441344, 524288, 623616, 741376, 881664, 1048576])
+
+
+def _l1_tail_into_l2(known: tuple):
+    """The levels select_levels keeps of PRIVATE_205's three segments, ``known`` the shared
+    sweep's plateaus (log10 GB/s, device-wide bytes)."""
+    from detect_caches.detector.analyze_sweep import select_levels
+    y, x = np.log10(PRIVATE_205[0]), np.log2(PRIVATE_205[1])
+    point_bin = np.arange(x.size)
+    plats = build_plateaus([[0, 13], [14, 26], [27, 34]], x, y, point_bin)
+    levels, _ = select_levels(plats, x, y, point_bin, known=known, scale=73.0, sigma=0.0092)
+    return levels
+
+
+def test_a_plateau_at_a_level_the_shared_sweep_found_is_not_merged_into_a_faster_one():
+    """The L1's sloping tail spreads the L2's plateau (as seen per SM) so widely that the two
+    long plateaus' scatter could not tell them apart: merged, the L1 read where the L2's share
+    per SM fills (generated GPU 205 seed 2, keyed noise: +520%). The shared sweep found a level
+    at the later plateau's speed and footprint, and the earlier one runs 1.25x faster: two levels.
+    Without that level known they still merge (what tells them apart is the other sweep)."""
+    l2 = ((math.log10(13527.0), 1.5e6, 28.4e6),)
+    assert len(_l1_tail_into_l2(l2)) == 3
+    assert len(_l1_tail_into_l2(())) == 2
+
+
+def test_an_l1_whose_tail_runs_into_the_l2s_fill_is_read_at_its_cliff():
+    """Generated GPU 205 seed 2, keyed noise (SIMULATED): a 58.5 KiB L1 cliff onto 78% hits, 1.25x
+    over the L2, read 363 KiB (the L2's share per SM) before; now within 3%."""
+    import gpu_generator
+    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from detect_caches.records import MeasurementLog
+    spec = dict(gpu_generator.draw_gpu(205), seed=2, noise_keyed=True)
+    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
+    truth = dict(gpu_generator.expected_levels(spec))
+    found = {lv.name: lv.capacity_bytes for lv in det.levels}
+    assert abs(found["L1"] / truth["L1"] - 1) < 0.03, (found["L1"], truth["L1"])
+    assert abs(found["L2"] / truth["L2"] - 1) < 0.03, (found["L2"], truth["L2"])
