@@ -232,15 +232,18 @@ def test_six_carveouts_granted_and_each_l1_repeats_within_a_kib_on_two_h200s(gpu
 
 
 CALL6 = DATA / "call6"     # 2026-12-06, a third H200 (GPU-52f188f7), two runs of --carveouts all
+H100_CALL8 = DATA / "h100-call8"   # 2026-12-06, an H100 80GB HBM3 (GPU-e1c9adbb) lent for an H200, the same
 
 
-def test_a_third_h200s_l1_under_every_carveout_reads_as_the_first_two():
-    """The carveout runs of 2026-12-06 (measured at 02352bf, benchmarks/carveout_check.py --runs 2)
-    re-analysed: the six granted carveouts' L1s within 1 KiB of each other and of call 5's medians
-    (189, 153, 121, 88.5, 56, 21.5 KiB), the array at 252.75 KiB, 0-16 KiB not granted."""
+@pytest.mark.parametrize("call", [CALL6, H100_CALL8], ids=["h200-call6", "h100-call8"])
+def test_a_third_h200s_l1_under_every_carveout_reads_as_the_first_two(call):
+    """The carveout runs of 2026-12-06 (benchmarks/carveout_check.py --runs 2; the H200 measured at
+    02352bf, the H100, whose SMs are the H200's, at ac364c0) re-analysed: the six granted
+    carveouts' L1s within 1 KiB of each other and of call 5's medians (189, 153, 121, 88.5, 56,
+    21.5 KiB), the array at 252.75 KiB, 0-16 KiB not granted."""
     want = {64: 189.0, 100: 153.0, 132: 121.0, 164: 88.5, 196: 56.0, 228: 21.5}
     for run in ("run1", "run2"):
-        data = analyze(CALL6 / run / "measurements.csv", CALL6 / run / "result.json").data
+        data = analyze(call / run / "measurements.csv", call / run / "result.json").data
         got = {r["carveout_kib"]: r["l1_capacity_bytes"] / KIB for r in data["carveouts"]
                if r["reached"] and not r.get("driver_default")}
         assert set(got) == set(want) and all(abs(got[c] - want[c]) <= 1 for c in want), got
