@@ -30,6 +30,8 @@ SECTOR_STRIDES = (8, 16, 32, 64, 128, 256)
 LINE_SLOT_BYTES = 512              # each element in a line of its own, whatever the line size
 LINE_PROBE_SHARES = (0.75, 1.25)   # line probes: elements x 128 B as a share of the level's size
 CHASE_CONFIG = LaunchConfig("chase", 1, 64, 1, 1, "cached")
+AGREE = 0.1                        # the regression and the device timer within this share ...
+RECHECK_REPEATS = 5                # ... or the regression is timed again, this many repeats more
 
 
 class LatencyMeter:
@@ -59,16 +61,24 @@ class LatencyMeter:
             # one launch: the warm-up walk loads the whole chain, then a part of it is timed
             counts, repeats = [min(hops, LONG_TIMED_HOPS)], 1
         ct = self.device.time_chase(spec, warm, counts, repeats)
-        med = np.median(ct.event_ms, axis=1)
+        event_ms = ct.event_ms
+        med = np.median(event_ms, axis=1)
         flags = set()
         clock_ns = ct.clock_ns / counts[-1] if ct.clock_ns > 0 else math.nan
         events_ns = (med[1] - med[0]) * 1e6 / hops if regression else math.nan
         # the device timer brackets the timed hops alone; the regression is the cross-check (on an
         # H200 it read a few percent under the timer and the cycle counter in L1: event timestamps of
-        # back-to-back launches of a few hundred microseconds)
+        # back-to-back launches of a few hundred microseconds). A host that delays launches moves
+        # the regression alone (an H100 host: 10 of 65 points 12-50% off, some far more): timed
+        # again before the point is called noisy and left out of the curve
+        if regression and math.isfinite(clock_ns) and not abs(events_ns / clock_ns - 1) <= AGREE:
+            event_ms = np.concatenate([event_ms, self.device.time_chase(spec, warm, counts, RECHECK_REPEATS).event_ms], axis=1)
+            med = np.median(event_ms, axis=1)
+            events_ns = (med[1] - med[0]) * 1e6 / hops
+            flags.add("rechecked")
         if math.isfinite(clock_ns):
             ns, timing = clock_ns, "device"
-            if regression and not abs(events_ns / clock_ns - 1) <= 0.1:
+            if regression and not abs(events_ns / clock_ns - 1) <= AGREE:
                 flags.add("noisy")   # the two timings disagree: the launches were disturbed
         elif regression:
             ns, timing = events_ns, "events"
