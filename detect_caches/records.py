@@ -45,7 +45,7 @@ class Measurement:
     r2: float = math.nan
     phase: str = "coarse"
     timing: str = "events"         # "events" (load-iteration regression) or "device" (in-kernel clock)
-    flags: str = ""                # ";"-joined: poor_r2, above_ceiling, remeasured, noisy, not_one_wave
+    flags: str = ""                # ";"-joined: poor_r2, above_ceiling, remeasured, noisy, not_one_wave, rechecked
     sm_clock_mhz: float = math.nan
     t_s: float = 0.0               # seconds since the start of the run
     metric: str = "bandwidth"      # "latency": a pointer chase (sweep "chase"); bandwidth_gbs is then

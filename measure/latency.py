@@ -52,6 +52,15 @@ class LatencyMeter:
                          cold=size > min(2 * self.largest_cache_bytes, FULL_WALK_BYTES))
         return self.measure_chain(spec, phase=phase)
 
+    def _timed(self, spec: ChainSpec, warm: int, counts: list[int], repeats: int, regression: bool):
+        """One timing of the chain: the launches' median per hop count, the device timer's ns per
+        hop (NaN without one) and the regression's (NaN without a regression)."""
+        ct = self.device.time_chase(spec, warm, counts, repeats)
+        med = np.median(ct.event_ms, axis=1)
+        clock_ns = ct.clock_ns / counts[-1] if ct.clock_ns > 0 else math.nan
+        events_ns = (med[1] - med[0]) * 1e6 / counts[0] if regression else math.nan
+        return ct, med, clock_ns, events_ns
+
     def measure_chain(self, spec: ChainSpec, *, phase: str, target: str = "") -> Measurement:
         warm, hops = spec.walk()
         regression = not spec.partial and spec.elements <= REGRESSION_MAX_HOPS
@@ -60,21 +69,15 @@ class LatencyMeter:
         else:
             # one launch: the warm-up walk loads the whole chain, then a part of it is timed
             counts, repeats = [min(hops, LONG_TIMED_HOPS)], 1
-        ct = self.device.time_chase(spec, warm, counts, repeats)
-        event_ms = ct.event_ms
-        med = np.median(event_ms, axis=1)
         flags = set()
-        clock_ns = ct.clock_ns / counts[-1] if ct.clock_ns > 0 else math.nan
-        events_ns = (med[1] - med[0]) * 1e6 / hops if regression else math.nan
+        ct, med, clock_ns, events_ns = self._timed(spec, warm, counts, repeats, regression)
         # the device timer brackets the timed hops alone; the regression is the cross-check (on an
         # H200 it read a few percent under the timer and the cycle counter in L1: event timestamps of
         # back-to-back launches of a few hundred microseconds). A host that delays launches moves
-        # the regression alone (an H100 host: 10 of 65 points 12-50% off, some far more): timed
-        # again before the point is called noisy and left out of the curve
+        # the regression alone (an H100 host: 10 of 65 points 12-50% off, some far more): the point
+        # is measured again, timer and launches, before it is called noisy and left out of the curve
         if regression and math.isfinite(clock_ns) and not abs(events_ns / clock_ns - 1) <= AGREE:
-            event_ms = np.concatenate([event_ms, self.device.time_chase(spec, warm, counts, RECHECK_REPEATS).event_ms], axis=1)
-            med = np.median(event_ms, axis=1)
-            events_ns = (med[1] - med[0]) * 1e6 / hops
+            ct, med, clock_ns, events_ns = self._timed(spec, warm, counts, RECHECK_REPEATS, regression)
             flags.add("rechecked")
         if math.isfinite(clock_ns):
             ns, timing = clock_ns, "device"
