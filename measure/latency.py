@@ -31,7 +31,7 @@ LINE_SLOT_BYTES = 512              # each element in a line of its own, whatever
 LINE_PROBE_SHARES = (0.75, 1.25)   # line probes: elements x 128 B as a share of the level's size
 CHASE_CONFIG = LaunchConfig("chase", 1, 64, 1, 1, "cached")
 AGREE = 0.1                        # the regression and the device timer within this share ...
-RECHECK_REPEATS = 5                # ... or the regression is timed again, this many repeats more
+RECHECK_REPEATS = 5                # ... or the point is measured again, with this many repeats
 
 
 class LatencyMeter:

@@ -236,7 +236,7 @@ H100_CALL8 = DATA / "h100-call8"   # 2026-12-06, an H100 80GB HBM3 (GPU-e1c9adbb
 
 
 @pytest.mark.parametrize("call", [CALL6, H100_CALL8], ids=["h200-call6", "h100-call8"])
-def test_a_third_h200s_l1_under_every_carveout_reads_as_the_first_two(call):
+def test_a_later_cards_l1_under_every_carveout_reads_as_the_first_h200s(call):
     """The carveout runs of 2026-12-06 (benchmarks/carveout_check.py --runs 2; the H200 measured at
     02352bf, the H100, whose SMs are the H200's, at ac364c0) re-analysed: the six granted
     carveouts' L1s within 1 KiB of each other and of call 5's medians (189, 153, 121, 88.5, 56,
