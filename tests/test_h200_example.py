@@ -172,7 +172,8 @@ def test_an_h100s_l1_past_its_partial_hits_bump(card, run):
     read as a partial hit ahead of the cliff; that run said 0.38%). The eighth and ninth
     (GPU-36757349, GPU-306037df; c0258d3, the detector as ac364c0): 221 KiB in every run but the
     ninth's --no-latency one, 216 KiB (interval 214.75-221.5, said 0.65%): its points from 221.5
-    to 226 KiB ran 1-3% slow, partial hits before the cliff, which no latency curve placed."""
+    to 226 KiB ran 1-3% slow, partial hits before the cliff (as in the full runs, which read 221),
+    and more partial hits past it."""
     path = H200 / card / run
     det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
     l1 = det.levels[0]
