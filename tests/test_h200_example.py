@@ -158,8 +158,9 @@ def test_a_slow_start_of_the_private_sweep_moves_no_l1(run):
                                                              "h100-card-5", "h100-card-6", "h100-card-7", "h100-card-8")
                           for r in ("run1", "run2", "run3", "no-latency1")])
 def test_an_h100s_l1_past_its_partial_hits_bump(card, run):
-    """Seven H100 80GB HBM3 lent for an H200 (2026-12-05 GPU-bd5aa1f5; 2026-12-06 GPU-9135e92b,
-    GPU-01354bba, GPU-e010780b, GPU-5b48a0a3, GPU-d6d913f7 and GPU-e1c9adbb): all hits to 221 KiB, 12-21% of the speed gone by 222.5 KiB,
+    """Nine H100 80GB HBM3 lent for an H200 (2026-12-05 GPU-bd5aa1f5; 2026-12-06 GPU-9135e92b,
+    GPU-01354bba, GPU-e010780b, GPU-5b48a0a3, GPU-d6d913f7, GPU-e1c9adbb, GPU-36757349 and
+    GPU-306037df): all hits to 221 KiB, 12-21% of the speed gone by 222.5 KiB,
     partial hits back at 28-31 TB/s from 224.5 to 241 KiB between drops to 19-25. The cliff fit
     put its edge at a later bump (230.5 KiB on the first card; 231 and 252 KiB in two of the
     second's four runs, compare calling run 3 a drift from run 1; 231.5 KiB in the third's run 1
@@ -171,9 +172,10 @@ def test_an_h100s_l1_past_its_partial_hits_bump(card, run):
     run, as measured, but the seventh's --no-latency run: 221.5 KiB, its one point there 8% slow
     read as a partial hit ahead of the cliff; that run said 0.38%). The eighth and ninth
     (GPU-36757349, GPU-306037df; c0258d3, the detector as ac364c0): 221 KiB in every run but the
-    ninth's --no-latency one, 216 KiB (interval 214.75-221.5, said 0.65%): its points from 221.5
-    to 226 KiB ran 1-3% slow, partial hits before the cliff (as in the full runs, which read 221),
-    and more partial hits past it."""
+    ninth's --no-latency one, 216 KiB (interval 214.75-221.5, said 0.65%): on that card the points
+    from 216.5 to 221 KiB run 1-4% slow and the one at 219.75 KiB 11% slow in every run; with
+    partial hits back at 28-29 TB/s past the cliff (224.5-228 KiB), that run put the cliff at the
+    dip (without either: 221.0 and 221.25 KiB)."""
     path = H200 / card / run
     det = detect_levels(read_measurements(path / "measurements.csv"), load_device_json(path / "result.json"))
     l1 = det.levels[0]
