@@ -46,13 +46,19 @@ def predicted(model: str, params: np.ndarray, ratios: np.ndarray) -> np.ndarray:
     return -np.log10(h * 10.0 ** -params[1] + (1 - h) * 10.0 ** -params[2])
 
 
-def bound(model: str, params: np.ndarray, ratios: np.ndarray, noise_log: float) -> float:
-    """The Cramér-Rao bound on the spread of ln C (1 sigma): every other parameter free."""
+def jacobian(model: str, params: np.ndarray, ratios: np.ndarray) -> np.ndarray:
+    """d log10 bandwidth / d params at each of ``ratios`` (central differences)."""
     jac = np.empty((ratios.size, params.size))
     for i in range(params.size):
         step = np.zeros(params.size)
         step[i] = STEP
         jac[:, i] = (predicted(model, params + step, ratios) - predicted(model, params - step, ratios)) / (2 * STEP)
+    return jac
+
+
+def bound(model: str, params: np.ndarray, ratios: np.ndarray, noise_log: float) -> float:
+    """The Cramér-Rao bound on the spread of ln C (1 sigma): every other parameter free."""
+    jac = jacobian(model, params, ratios)
     return noise_log * math.sqrt(float(np.linalg.pinv(jac.T @ jac)[0, 0]))
 
 

@@ -34,18 +34,12 @@ BOUNDS = ("all free", "speeds known", "C alone")
 
 def _bounds(fit, sizes_bytes) -> tuple[float, float, float] | None:
     """1-sigma bounds of ln C for ``fit``'s leading model at ``sizes_bytes`` (BOUNDS' order)."""
-    from information_limit import predicted
+    from information_limit import jacobian
     best = fit.best
     if best.model not in SMOOTH:
         return None
     params = np.array([0.0, best.hi_log, best.lo_log, *best.theta], dtype=float)
-    ratios = np.asarray(sizes_bytes, dtype=float) / best.capacity_bytes
-    step = 1e-4
-    jac = np.empty((ratios.size, params.size))
-    for i in range(params.size):
-        d = np.zeros(params.size)
-        d[i] = step
-        jac[:, i] = (predicted(best.model, params + d, ratios) - predicted(best.model, params - d, ratios)) / (2 * step)
+    jac = jacobian(best.model, params, np.asarray(sizes_bytes, dtype=float) / best.capacity_bytes)
 
     def bound(free: list[int]) -> float:
         sub = jac[:, free]
