@@ -3,6 +3,7 @@
     python benchmarks/accuracy.py --gpus 300 --seeds 2 [--first 0] [--first-seed 1] [--jobs 2] [--json out.json] [--physics]
     python benchmarks/accuracy.py --builtins --seeds 8      # the built-in profiles (--simulate NAME)
     python benchmarks/accuracy.py ... --keyed-noise         # each point's noise keyed to its launch (A/B of two trees)
+    python benchmarks/accuracy.py ... --chase               # the latency sweep too (detector.joint)
 
 --physics draws the GPUs from tests/physics_generator.py instead: the same kind of GPUs, with each
 cache level's fall from a simulated cache (sets x ways, LRU / tree-PLRU / random replacement,
@@ -38,19 +39,22 @@ def builtin_spec(k: int) -> dict:
 
 
 def run_one(args) -> dict:
-    k, seed, generator, *keyed = args
+    k, seed, generator, keyed, chase = (tuple(args) + (False, False))[:5]
     from detect_caches.pipeline.api import sweep_and_detect
     from detect_caches.records import MeasurementLog
-    from detect_caches.measure.session import SessionOptions
+    from detect_caches.measure.session import SessionOptions, measure_latency
     from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
     gen = importlib.import_module("gpu_generator" if generator == "builtin" else generator)
     spec = dict(builtin_spec(k) if generator == "builtin" else gen.draw_gpu(k), seed=seed)
-    if keyed and keyed[0]:
+    if keyed:
         spec["noise_keyed"] = True     # measure.sim.simulated.SimulatedGPU._stream
     prof = parse_profile(spec)
-    log = MeasurementLog(None)
+    log, device, opts = MeasurementLog(None), SimulatedGPU(prof), SessionOptions(peak_budget=0)
     t = time.perf_counter()
-    _, det, analysis_s = sweep_and_detect(SimulatedGPU(prof), log, SessionOptions(peak_budget=0))
+    # with the latency sweep, as a run on a GPU has it: its knees share the per-SM/CU capacities
+    # (detector.joint); without it, the bandwidth sweeps alone
+    chase_first = (lambda session: measure_latency(session, device, log, opts)) if chase else None
+    _, det, analysis_s = sweep_and_detect(device, log, opts, before_detect=chase_first)
     t_measure = time.perf_counter() - t - analysis_s
     return {"gpu": k, "seed": seed, "truth": gen.expected_levels(spec),
             "found": [(lv.name, lv.capacity_bytes, lv.capacity_low_bytes, lv.capacity_high_bytes, lv.fall_shape,
@@ -129,6 +133,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--physics", action="store_true", help="GPUs whose falls come from simulated caches")
     ap.add_argument("--builtins", action="store_true", help="the built-in profiles (--simulate NAME) instead")
+    ap.add_argument("--chase", action="store_true",
+                    help="run the latency sweep too, as detect-caches --gpu does (its knees share the per-SM/CU capacities)")
     ap.add_argument("--keyed-noise", action="store_true",
                     help="each point's noise from its launch, size and repeat, not one stream (common random "
                          "numbers: two trees compared differ by what they do, not by a shifted stream)")
@@ -138,14 +144,14 @@ def main() -> None:
     if a.builtins:
         from detect_caches.measure.sim.profile import BUILTIN_PROFILES
         a.first, a.gpus = 0, len(BUILTIN_PROFILES)
-    jobs = [(k, s, generator, a.keyed_noise) for k in range(a.first, a.first + a.gpus) for s in range(a.first_seed, a.first_seed + a.seeds)]
+    jobs = [(k, s, generator, a.keyed_noise, a.chase) for k in range(a.first, a.first + a.gpus) for s in range(a.first_seed, a.first_seed + a.seeds)]
     with ProcessPoolExecutor(a.jobs) as pool:
         runs = list(pool.map(run_one, jobs, chunksize=2))
     s = summarize(runs)
-    s["keyed_noise"] = a.keyed_noise
+    s["keyed_noise"], s["chase"] = a.keyed_noise, a.chase
     if a.json:
         a.json.write_text(json.dumps({"summary": s, "runs": runs}, default=str))
-    print(f"SIMULATED: {s['gpus']} generated GPUs ({generator}{', keyed noise' if a.keyed_noise else ''}) x {a.seeds} seeds ({s['pairs']} level pairs) in "
+    print(f"SIMULATED: {s['gpus']} generated GPUs ({generator}{', keyed noise' if a.keyed_noise else ''}{', latency sweep' if a.chase else ''}) x {a.seeds} seeds ({s['pairs']} level pairs) in "
           f"{time.perf_counter() - t:.0f} s")
     for key in ("within_3pct", "within_10pct", "beyond_20pct", "right_levels", "intervals_missing",
                 "spread_within_2pct", "spread_95th", "spread_beyond_said", "said_precise", "precise_within_2pct",

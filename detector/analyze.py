@@ -22,6 +22,7 @@ from detect_caches.detector.carveouts import carveout_table, main_records
 from detect_caches.detector.curve import build_curve
 from detect_caches.detector.flatten import flattened
 from detect_caches.detector.hitmodels import DEVICE_MODELS
+from detect_caches.detector.joint import share_capacities
 from detect_caches.detector.latency import analyze_latency, attach_latency, attach_lines
 from detect_caches.detector.level_figures import check_ceilings, device_levels, per_cu_levels
 from detect_caches.detector.levels import Detection, Level, SweepAnalysis
@@ -197,6 +198,7 @@ def detect_levels(records: list[Measurement], facts: DeviceFacts, *, memo: Memo 
     attach_peaks(levels, records)
     if chase is not None:
         attach_latency(levels, chase, records)
+        share_capacities(levels, n_cu, priv, chase, facts.simulated)
         attach_lines(levels, records)
     check_ceilings(levels, facts, warnings)
     if facts.simulated:

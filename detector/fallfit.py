@@ -53,6 +53,7 @@ class FallFit:
     fits: list[ModelFit] = field(default_factory=list)
     sigma: float = 0.0              # the residual noise the weights were judged against
     flip_spread: float = 0.0        # of the repeatability, a rerun won by a model left out of the estimate
+    posterior: tuple | None = field(default=None, repr=False)   # (ln C grid, its weights summing to 1)
 
     @property
     def best(self) -> ModelFit:
@@ -238,7 +239,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
             low = min(low, float(below[-1]) if below.size else f.capacity_bytes)
     low, high = min(low, cap * (1 - FLOOR)), max(high, cap * (1 + FLOOR))
     top = max(fits, key=lambda f: f.weight)
-    return FallFit(cap, low, high, spread, MODEL_SHAPES[top.model], fits, sigma, flip)
+    return FallFit(cap, low, high, spread, MODEL_SHAPES[top.model], fits, sigma, flip,
+                   (grid, post / post.sum()) if post.sum() > 0 else None)
 
 
 def describe(fit: FallFit, sizes: np.ndarray) -> dict:

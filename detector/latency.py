@@ -5,7 +5,8 @@ The chase curve (one program, chains of growing size) is segmented like a bandwi
 rate (slot bytes per hop) mixes harmonically with the hit rate, so plateaus, knees and fall
 shapes come from the same code. Each latency plateau is then matched to a level found by
 bandwidth: a knee within a factor of 1.6 of a level's capacity is that level, seen twice (both
-signals agree: higher confidence; sizes that differ are reported, never averaged); a knee well
+signals agree: higher confidence, and a per-SM/CU level's capacity is read from both curves,
+detector.joint; sizes that differ are reported, never averaged); a knee well
 inside a level is a step the bandwidth sweep could not show (the near half of a split L2, as one
 SM sees it) and is reported with its size and latency; the last plateau is memory.
 """
@@ -98,31 +99,37 @@ def _dropped_on_plateau(an: SweepAnalysis, records: list[Measurement], i: int, k
                   and abs(r.latency_ns / ns - 1) <= SAME_LATENCY)
 
 
-def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measurement]) -> None:
-    """Latency per level, the knees matched to the bandwidth levels (see the module docstring).
-
-    Each latency knee belongs to the cache level whose capacity it is nearest (in log size,
-    between the geometric midpoints of neighbouring capacities). Of a level's knees, the one
-    nearest its capacity is the level's own; a knee before it that ends a long plateau (an
-    octave or more) is a step inside the level (a near part); shorter plateaus, and partial
-    plateaus inside the falls, are reported as what the chase saw on the way."""
+def knee_groups(levels: list[Level], an: SweepAnalysis) -> list[tuple[Level, list[int], int | None]]:
+    """For each cache level: the chase's knees nearest its capacity (in log size, between the
+    geometric midpoints of neighbouring capacities) and, of those, its own (nearest it), or None."""
     caches = [lv for lv in levels if lv.capacity_bytes]
-    memory = levels[-1] if levels and levels[-1].capacity_bytes is None else None
-    if memory is not None and an.plateaus:
-        _set_latency(memory, an, records, len(an.plateaus) - 1)
     if not caches:
-        return
+        return []
     logs = [math.log(lv.capacity_bytes) for lv in caches]
     bounds = [(a + b) / 2 for a, b in zip(logs, logs[1:])] + [math.inf]
     groups: list[list[int]] = [[] for _ in caches]
     for i, st in enumerate(an.steps):
         x = math.log(st.estimate.capacity_bytes)
         groups[next(g for g, b in enumerate(bounds) if x <= b)].append(i)
-    for lv, knees in zip(caches, groups):
+    return [(lv, knees, min(knees, key=lambda i: abs(math.log(an.steps[i].estimate.capacity_bytes / lv.capacity_bytes)))
+             if knees else None) for lv, knees in zip(caches, groups)]
+
+
+def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measurement]) -> None:
+    """Latency per level, the knees matched to the bandwidth levels (see the module docstring).
+
+    Each latency knee belongs to the cache level whose capacity it is nearest (knee_groups). Of a
+    level's knees, the one nearest its capacity is the level's own; a knee before it that ends a
+    long plateau (an octave or more) is a step inside the level (a near part); shorter plateaus,
+    and partial plateaus inside the falls, are reported as what the chase saw on the way."""
+    caches = [lv for lv in levels if lv.capacity_bytes]
+    memory = levels[-1] if levels and levels[-1].capacity_bytes is None else None
+    if memory is not None and an.plateaus:
+        _set_latency(memory, an, records, len(an.plateaus) - 1)
+    for lv, knees, own in knee_groups(levels, an):
         if not knees:
             lv.notes.append("the latency sweep shows no knee near this size")
             continue
-        own = min(knees, key=lambda i: abs(math.log(an.steps[i].estimate.capacity_bytes / lv.capacity_bytes)))
         near = [i for i in knees if i < own and _octaves(an.plateaus[i]) >= NEAR_OCTAVES
                 and (i > 0 or lv is not caches[0])]
         _set_latency(lv, an, records, min(knees))   # a hit: the fastest plateau of its group

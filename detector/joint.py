@@ -1,0 +1,114 @@
+"""One capacity from two curves: where the one-SM pointer chase measured a per-SM/CU level, its
+knee and the bandwidth fall share the level's capacity.
+
+Each curve keeps its own plateau speeds and fall shape; only C is shared, so the joint likelihood
+in C is the product of the two fits' profile likelihoods (detector.fallfit's posterior). The
+estimate moves from the bandwidth fit's C toward the knee's by their precisions (the product of
+two Gaussians; each reading's precision from how far a rerun moves it), and stays the bandwidth fit's where the chase adds nothing; the interval is the
+product's. The knee's doubt is its fit's and CHASE_FLOOR more: the two curves are not the same
+access (one SM's dependent chain, every SM's stream). The latency contrast between an L1 and the next level (several times) is far larger
+than the bandwidth one (1.2x on some parts), so a fall that bandwidth barely shows is plain in
+latency. Readings further apart than their doubts allow are not one size: both stay reported,
+neither averaged (detector.latency). Device levels are left apart: one SM sees a split L2 as its
+near half (an H200's chase knee at 27 MiB of its 59).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from detect_caches.detector.capacity import CapacityEstimate
+from detect_caches.detector.latency import UNKNOWN_KNEE, knee_groups
+from detect_caches.detector.level_figures import plateau_level, with_capacity
+from detect_caches.detector.levels import Level, SweepAnalysis
+from detect_caches.detector.units import fmt_bytes
+
+CHASE_FLOOR = 0.02     # ln C: how far a knee may lie from the bandwidth capacity beyond its own fit's doubt
+                       # (one SM's chain against every SM's stream: on nine H100s and an H200 the L1's
+                       # knee sat 1.8% sd from the bandwidth capacity over 37 runs, mean -0.6%)
+AGREE_SIGMAS = 3.0     # two readings further apart than this many sigmas of their difference are not one size
+TAIL = 0.01            # the interval: 98%, as detector.fallfit.LEVEL
+GRID = 960
+MIN_SIGMA = 1e-4       # ln C: a posterior narrower than its grid is taken this wide
+
+
+def _moments(post: tuple) -> tuple[float, float]:
+    grid, w = post
+    mean = float(w @ grid)
+    return mean, max(float(w @ (grid - mean) ** 2), MIN_SIGMA ** 2)
+
+
+def _density(grid: np.ndarray, post: tuple, blur: float = 0.0) -> np.ndarray:
+    """``post`` as a density on ``grid`` (uniform), blurred by a Gaussian of ``blur`` (ln C)."""
+    g, w = post
+    step = (g[-1] - g[0]) / max(g.size - 1, 1)
+    out = np.interp(grid, g, w / step, left=0.0, right=0.0)
+    if blur > 0:
+        dx = grid[1] - grid[0]
+        half = int(math.ceil(4 * blur / dx))
+        kernel = np.exp(-0.5 * (np.arange(-half, half + 1) * dx / blur) ** 2)
+        out = np.convolve(out, kernel / kernel.sum(), mode="same")
+    return out
+
+
+def joint_estimate(bandwidth: CapacityEstimate, latency: CapacityEstimate) -> tuple[CapacityEstimate, float] | None:
+    """(the estimate both curves give, the chase's share of it), or None where either fit has no
+    posterior or the two readings disagree."""
+    pb = bandwidth.fit.posterior if bandwidth.fit is not None else None
+    pl = latency.fit.posterior if latency.fit is not None else None
+    if pb is None or pl is None:
+        return None
+    (_, vb), (_, vl) = _moments(pb), _moments(pl)
+    vl += CHASE_FLOOR ** 2
+    lb, ll = math.log(bandwidth.capacity_bytes), math.log(latency.capacity_bytes)
+    if abs(lb - ll) > AGREE_SIGMAS * math.sqrt(vb + vl):
+        return None
+    # the readings weighed by how far a rerun moves each (the knee's doubt with the floor)
+    rb2 = bandwidth.repeatability ** 2
+    rl2 = latency.repeatability ** 2 + CHASE_FLOOR ** 2
+    share = rb2 / (rb2 + rl2)
+    lnc = lb + share * (ll - lb)
+    grid = np.linspace(min(pb[0][0], pl[0][0]) - 4 * CHASE_FLOOR, max(pb[0][-1], pl[0][-1]) + 4 * CHASE_FLOOR, GRID)
+    prod = _density(grid, pb) * _density(grid, pl, CHASE_FLOOR)
+    half = 2.326 * math.sqrt(vb * vl / (vb + vl))
+    low, high = lnc - half, lnc + half
+    if prod.sum() > 0:
+        cdf = np.cumsum(prod) / prod.sum()
+        low, high = float(np.interp(TAIL, cdf, grid)), float(np.interp(1 - TAIL, cdf, grid))
+    low, high = min(low, lnc), max(high, lnc)
+    rep = math.hypot((1 - share) * bandwidth.repeatability, share * math.hypot(latency.repeatability, CHASE_FLOOR))
+    est = dataclasses.replace(bandwidth, capacity_bytes=math.exp(lnc), low_bytes=math.exp(low),
+                              high_bytes=math.exp(high), repeatability=rep,
+                              flip_spread=(1 - share) * bandwidth.flip_spread)
+    return est, share
+
+
+def share_capacities(levels: list[Level], per_cu: int, priv: SweepAnalysis | None, chase: SweepAnalysis,
+                     simulated: bool) -> None:
+    """The first ``per_cu`` levels (from ``priv``'s steps, in order) take the capacity both curves
+    give where the chase's own knee of the level is known and agrees (detector.latency.attach_latency
+    ran first)."""
+    if priv is None or per_cu <= 0:
+        return
+    index = {id(lv): k for k, lv in enumerate(levels[:per_cu])}
+    for lv, knees, own in knee_groups(levels, chase):
+        k = index.get(id(lv))
+        if k is None or own is None or k >= len(priv.steps) or lv.latency_fall_shape == UNKNOWN_KNEE \
+                or not lv.latency_capacity_bytes:
+            continue
+        bw, knee = priv.steps[k].estimate, chase.steps[own].estimate
+        joined = joint_estimate(bw, knee)
+        if joined is None:
+            continue
+        est, share = joined
+        priv.steps[k] = dataclasses.replace(priv.steps[k], estimate=est)
+        fresh = with_capacity(plateau_level(lv.name, "per_cu", priv, k, simulated), priv, k, 1.0, simulated)
+        lv.capacity_bytes, lv.capacity_low_bytes = fresh.capacity_bytes, fresh.capacity_low_bytes
+        lv.capacity_high_bytes, lv.capacity_repeatability = fresh.capacity_high_bytes, fresh.capacity_repeatability
+        # the readings agree within their doubts: not two sizes reported apart (detector.latency)
+        lv.notes = [n for n in lv.notes if not (n.startswith("the latency knee (") and "neither is averaged" in n)]
+        lv.notes.append(f"the capacity is read from both curves: the bandwidth fall's {fmt_bytes(bw.capacity_bytes)} "
+                        f"and the latency knee's {fmt_bytes(knee.capacity_bytes)}, weighed by how far a rerun "
+                        f"moves each ({share:.0%} the knee's)")
