@@ -30,6 +30,7 @@ CHASE_FLOOR = 0.02     # ln C: how far a knee may lie from the bandwidth capacit
                        # knee sat 1.8% sd from the bandwidth capacity over 37 runs, mean -0.6%)
 AGREE_SIGMAS = 3.0     # two readings further apart than this many sigmas of their difference are not one size
 TAIL = 0.01            # the interval: 98%, as detector.fallfit.LEVEL
+MIN_SHARE = 0.01       # a knee with less of the say moves C under a hundredth of the gap: not called joined
 GRID = 960
 MIN_SIGMA = 1e-4       # ln C: a posterior narrower than its grid is taken this wide
 
@@ -103,6 +104,8 @@ def share_capacities(levels: list[Level], per_cu: int, priv: SweepAnalysis | Non
         if joined is None:
             continue
         est, share = joined
+        if share < MIN_SHARE:
+            continue
         priv.steps[k] = dataclasses.replace(priv.steps[k], estimate=est)
         fresh = with_capacity(plateau_level(lv.name, "per_cu", priv, k, simulated), priv, k, 1.0, simulated)
         lv.capacity_bytes, lv.capacity_low_bytes = fresh.capacity_bytes, fresh.capacity_low_bytes
