@@ -18,6 +18,7 @@ import dataclasses
 import math
 
 import numpy as np
+from scipy.ndimage import gaussian_filter1d
 
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.latency import UNKNOWN_KNEE, knee_groups
@@ -46,12 +47,8 @@ def _density(grid: np.ndarray, post: tuple, blur: float = 0.0) -> np.ndarray:
     g, w = post
     step = (g[-1] - g[0]) / max(g.size - 1, 1)
     out = np.interp(grid, g, w / step, left=0.0, right=0.0)
-    if blur > 0:
-        dx = grid[1] - grid[0]
-        half = int(math.ceil(4 * blur / dx))
-        kernel = np.exp(-0.5 * (np.arange(-half, half + 1) * dx / blur) ** 2)
-        out = np.convolve(out, kernel / kernel.sum(), mode="same")
-    return out
+    dx = grid[1] - grid[0]
+    return gaussian_filter1d(out, blur / dx, mode="constant") if blur > dx / 4 else out
 
 
 def joint_estimate(bandwidth: CapacityEstimate, latency: CapacityEstimate) -> tuple[CapacityEstimate, float] | None:
@@ -62,24 +59,28 @@ def joint_estimate(bandwidth: CapacityEstimate, latency: CapacityEstimate) -> tu
     if pb is None or pl is None:
         return None
     (_, vb), (_, vl) = _moments(pb), _moments(pl)
-    vl += CHASE_FLOOR ** 2
+    # each reading's doubt: where its fit puts C, or how far a rerun moves it where that is more
+    # (a fall read as the wrong shape can have a narrow posterior and a wide repeatability); the
+    # knee's with the floor
+    rb2, rl2 = bandwidth.repeatability ** 2, latency.repeatability ** 2 + CHASE_FLOOR ** 2
+    db2, dl2 = max(vb, rb2), max(vl + CHASE_FLOOR ** 2, rl2)
     lb, ll = math.log(bandwidth.capacity_bytes), math.log(latency.capacity_bytes)
-    if abs(lb - ll) > AGREE_SIGMAS * math.sqrt(vb + vl):
+    if abs(lb - ll) > AGREE_SIGMAS * math.sqrt(db2 + dl2):
         return None
-    # the readings weighed by how far a rerun moves each (the knee's doubt with the floor)
-    rb2 = bandwidth.repeatability ** 2
-    rl2 = latency.repeatability ** 2 + CHASE_FLOOR ** 2
+    # the readings weighed by how far a rerun moves each
     share = rb2 / (rb2 + rl2)
     lnc = lb + share * (ll - lb)
-    grid = np.linspace(min(pb[0][0], pl[0][0]) - 4 * CHASE_FLOOR, max(pb[0][-1], pl[0][-1]) + 4 * CHASE_FLOOR, GRID)
-    prod = _density(grid, pb) * _density(grid, pl, CHASE_FLOOR)
-    half = 2.326 * math.sqrt(vb * vl / (vb + vl))
+    # the interval: the product of the two posteriors, each blurred to its whole doubt
+    reach = 4 * math.sqrt(max(db2, dl2))
+    grid = np.linspace(min(pb[0][0], pl[0][0]) - reach, max(pb[0][-1], pl[0][-1]) + reach, GRID)
+    prod = _density(grid, pb, math.sqrt(db2 - vb)) * _density(grid, pl, math.sqrt(dl2 - vl))
+    half = 2.326 * math.sqrt(db2 * dl2 / (db2 + dl2))
     low, high = lnc - half, lnc + half
     if prod.sum() > 0:
         cdf = np.cumsum(prod) / prod.sum()
         low, high = float(np.interp(TAIL, cdf, grid)), float(np.interp(1 - TAIL, cdf, grid))
     low, high = min(low, lnc), max(high, lnc)
-    rep = math.hypot((1 - share) * bandwidth.repeatability, share * math.hypot(latency.repeatability, CHASE_FLOOR))
+    rep = math.hypot((1 - share) * bandwidth.repeatability, share * math.sqrt(rl2))
     est = dataclasses.replace(bandwidth, capacity_bytes=math.exp(lnc), low_bytes=math.exp(low),
                               high_bytes=math.exp(high), repeatability=rep,
                               flip_spread=(1 - share) * bandwidth.flip_spread)
