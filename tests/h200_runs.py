@@ -14,7 +14,8 @@ an H200, GPU-52f188f7, at 02352bf (2026-12-06/h200-card/: the same detector), an
 GPU-d6d913f7, at b695480 (2026-12-06/h100-card-5/: the falls read less the tail above), and of a
 seventh, GPU-e1c9adbb, at ac364c0 (2026-12-06/h100-card-6/); and of an eighth and a ninth, GPU-36757349
 and GPU-306037df, at c0258d3 (2026-12-06/h100-card-7/, h100-card-8/: the chase's recheck on); and of a
-tenth, GPU-7ebe6f12, at 842a8ed (2026-12-06/h100-card-9/: the chase's knee sharing the L1's capacity)."""
+tenth, GPU-7ebe6f12, at 842a8ed (2026-12-06/h100-card-9/: the chase's knee sharing the L1's capacity),
+and of an eleventh, GPU-05e47f12, at b4c36ff (2026-12-06/h100-card-10/)."""
 from __future__ import annotations
 
 import atexit
