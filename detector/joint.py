@@ -107,8 +107,12 @@ def share_capacities(levels: list[Level], per_cu: int, priv: SweepAnalysis | Non
         est, share = joined
         if share < MIN_SHARE:
             continue
-        priv.steps[k] = dataclasses.replace(priv.steps[k], estimate=est)
-        fresh = with_capacity(plateau_level(lv.name, "per_cu", priv, k, simulated), priv, k, 1.0, simulated)
+        # the level's figures from a view of the sweep holding the joint estimate: the sweep keeps
+        # the bandwidth fall's, which the refining rounds read (where the fall alone is wide, its
+        # sizes are still measured: a knee's doubt can be more than it says, mi300x's L1)
+        view = dataclasses.replace(priv, steps=list(priv.steps))
+        view.steps[k] = dataclasses.replace(priv.steps[k], estimate=est)
+        fresh = with_capacity(plateau_level(lv.name, "per_cu", view, k, simulated), view, k, 1.0, simulated)
         lv.capacity_bytes, lv.capacity_low_bytes = fresh.capacity_bytes, fresh.capacity_low_bytes
         lv.capacity_high_bytes, lv.capacity_repeatability = fresh.capacity_high_bytes, fresh.capacity_repeatability
         # the readings agree within their doubts: not two sizes reported apart (detector.latency)
