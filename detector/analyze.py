@@ -252,7 +252,7 @@ def uncertain_falls(detection: Detection, *, wider_than: float = UNCERTAIN,
             continue
         point_sigma, largest = an.point_sigma or an.sigma, float(np.max(an.curve.size_bytes))
         for st in an.steps:
-            e = st.estimate
+            e = st.estimate.alone or st.estimate     # the fall's own doubt, not a knee's (detector.joint)
             reach = min(3 * e.high_bytes, largest)    # where models may still part: 3x the interval's top
             wide = e.high_bytes > e.capacity_bytes * wider_than or e.low_bytes < e.capacity_bytes / wider_than
             # ... or narrower than its own repeatability says it should be: a pseudo-LRU decline's

@@ -46,6 +46,7 @@ class CapacityEstimate:
     far_log: float | None = None   # a split level: its far half's speed
     fit: object = field(default=None, repr=False)   # detector.fallfit.FallFit, for refinement
     flip_spread: float = 0.0       # of the repeatability, a rerun won by a model left out of the estimate
+    alone: object = field(default=None, repr=False)   # a joint estimate's bandwidth fall alone (detector.joint)
 
     @property
     def cliff(self) -> bool:

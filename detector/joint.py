@@ -1,12 +1,14 @@
 """One capacity from two curves: where the one-SM pointer chase measured a per-SM/CU level, its
 knee and the bandwidth fall share the level's capacity.
 
-Each curve keeps its own plateau speeds and fall shape; only C is shared, so the joint likelihood
-in C is the product of the two fits' profile likelihoods (detector.fallfit's posterior). The
-estimate moves from the bandwidth fit's C toward the knee's by their precisions (the product of
-two Gaussians; each reading's precision from how far a rerun moves it), and stays the bandwidth fit's where the chase adds nothing; the interval is the
-product's. The knee's doubt is its fit's and CHASE_FLOOR more: the two curves are not the same
-access (one SM's dependent chain, every SM's stream). The latency contrast between an L1 and the next level (several times) is far larger
+Each curve keeps its own plateau speeds and fall shape; only C is shared. The two readings of C
+are combined as two Gaussians would be: the estimate moves from the bandwidth fit's C toward the
+knee's by their precisions (each from how far a rerun moves that reading), and stays the
+bandwidth fit's where the chase adds nothing; the interval is the two intervals mixed by the
+same weights. Whether the two are one size is judged from their fits' posteriors in ln C
+(detector.fallfit) and their repeatabilities, whichever doubt is more. The knee's doubt counts
+CHASE_FLOOR more: the two curves are not the same access (one SM's dependent chain, every SM's
+stream). The latency contrast between an L1 and the next level (several times) is far larger
 than the bandwidth one (1.2x on some parts), so a fall that bandwidth barely shows is plain in
 latency. Readings further apart than their doubts allow are not one size: both stay reported,
 neither averaged (detector.latency). Device levels are left apart: one SM sees a split L2 as its
@@ -18,7 +20,6 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy.ndimage import gaussian_filter1d
 
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.latency import UNKNOWN_KNEE, knee_groups
@@ -30,9 +31,8 @@ CHASE_FLOOR = 0.02     # ln C: how far a knee may lie from the bandwidth capacit
                        # (one SM's chain against every SM's stream: on nine H100s and an H200 the L1's
                        # knee sat 1.8% sd from the bandwidth capacity over 37 runs, mean -0.6%)
 AGREE_SIGMAS = 3.0     # two readings further apart than this many sigmas of their difference are not one size
-TAIL = 0.01            # the interval: 98%, as detector.fallfit.LEVEL
 MIN_SHARE = 0.01       # a knee with less of the say moves C under a hundredth of the gap: not called joined
-GRID = 960
+Z98 = 2.326            # the intervals' 98% (detector.fallfit.LEVEL)
 MIN_SIGMA = 1e-4       # ln C: a posterior narrower than its grid is taken this wide
 
 
@@ -40,15 +40,6 @@ def _moments(post: tuple) -> tuple[float, float]:
     grid, w = post
     mean = float(w @ grid)
     return mean, max(float(w @ (grid - mean) ** 2), MIN_SIGMA ** 2)
-
-
-def _density(grid: np.ndarray, post: tuple, blur: float = 0.0) -> np.ndarray:
-    """``post`` as a density on ``grid`` (uniform), blurred by a Gaussian of ``blur`` (ln C)."""
-    g, w = post
-    step = (g[-1] - g[0]) / max(g.size - 1, 1)
-    out = np.interp(grid, g, w / step, left=0.0, right=0.0)
-    dx = grid[1] - grid[0]
-    return gaussian_filter1d(out, blur / dx, mode="constant") if blur > dx / 4 else out
 
 
 def joint_estimate(bandwidth: CapacityEstimate, latency: CapacityEstimate) -> tuple[CapacityEstimate, float] | None:
@@ -67,23 +58,20 @@ def joint_estimate(bandwidth: CapacityEstimate, latency: CapacityEstimate) -> tu
     lb, ll = math.log(bandwidth.capacity_bytes), math.log(latency.capacity_bytes)
     if abs(lb - ll) > AGREE_SIGMAS * math.sqrt(db2 + dl2):
         return None
-    # the readings weighed by how far a rerun moves each
+    # the readings weighed by how far a rerun moves each, and their intervals by the same weights
+    # (the bandwidth fit's as it gave it: an onset's gap to the next size and its floor kept; the
+    # knee's widened by the floor), so the interval holds the estimate and moves with it
     share = rb2 / (rb2 + rl2)
     lnc = lb + share * (ll - lb)
-    # the interval: the product of the two posteriors, each blurred to its whole doubt
-    reach = 4 * math.sqrt(max(db2, dl2))
-    grid = np.linspace(min(pb[0][0], pl[0][0]) - reach, max(pb[0][-1], pl[0][-1]) + reach, GRID)
-    prod = _density(grid, pb, math.sqrt(db2 - vb)) * _density(grid, pl, math.sqrt(dl2 - vl))
-    half = 2.326 * math.sqrt(db2 * dl2 / (db2 + dl2))
-    low, high = lnc - half, lnc + half
-    if prod.sum() > 0:
-        cdf = np.cumsum(prod) / prod.sum()
-        low, high = float(np.interp(TAIL, cdf, grid)), float(np.interp(1 - TAIL, cdf, grid))
-    low, high = min(low, lnc), max(high, lnc)
-    rep = math.hypot((1 - share) * bandwidth.repeatability, share * math.sqrt(rl2))
+    reach = Z98 * CHASE_FLOOR
+    low = (1 - share) * math.log(bandwidth.low_bytes) + share * (math.log(latency.low_bytes) - reach)
+    high = (1 - share) * math.log(bandwidth.high_bytes) + share * (math.log(latency.high_bytes) + reach)
+    scale = math.exp(lnc - lb)
     est = dataclasses.replace(bandwidth, capacity_bytes=math.exp(lnc), low_bytes=math.exp(low),
-                              high_bytes=math.exp(high), repeatability=rep,
-                              flip_spread=(1 - share) * bandwidth.flip_spread)
+                              high_bytes=math.exp(high), repeatability=math.hypot((1 - share) * bandwidth.repeatability,
+                                                                                 share * math.sqrt(rl2)),
+                              half_hit_bytes=bandwidth.half_hit_bytes * scale if bandwidth.half_hit_bytes else None,
+                              flip_spread=(1 - share) * bandwidth.flip_spread, alone=bandwidth)
     return est, share
 
 
@@ -107,16 +95,19 @@ def share_capacities(levels: list[Level], per_cu: int, priv: SweepAnalysis | Non
         est, share = joined
         if share < MIN_SHARE:
             continue
-        # the level's figures from a view of the sweep holding the joint estimate: the sweep keeps
-        # the bandwidth fall's, which the refining rounds read (where the fall alone is wide, its
-        # sizes are still measured: a knee's doubt can be more than it says, mi300x's L1)
-        view = dataclasses.replace(priv, steps=list(priv.steps))
-        view.steps[k] = dataclasses.replace(priv.steps[k], estimate=est)
-        fresh = with_capacity(plateau_level(lv.name, "per_cu", view, k, simulated), view, k, 1.0, simulated)
-        lv.capacity_bytes, lv.capacity_low_bytes = fresh.capacity_bytes, fresh.capacity_low_bytes
-        lv.capacity_high_bytes, lv.capacity_repeatability = fresh.capacity_high_bytes, fresh.capacity_repeatability
-        # the readings agree within their doubts: not two sizes reported apart (detector.latency)
-        lv.notes = [n for n in lv.notes if not (n.startswith("the latency knee (") and "neither is averaged" in n)]
+        # the sweep's step holds the joint estimate (the plot and the report read it); the
+        # refining rounds read the bandwidth fall's own (``alone``): where the fall alone is wide
+        # its sizes are still measured (a knee's doubt can be more than it says: mi300x's L1)
+        priv.steps[k] = dataclasses.replace(priv.steps[k], estimate=est)
+        fresh = with_capacity(plateau_level(lv.name, "per_cu", priv, k, simulated), priv, k, 1.0, simulated)
+        for key in ("capacity_bytes", "capacity_low_bytes", "capacity_high_bytes", "capacity_repeatability",
+                    "half_hit_bytes"):
+            setattr(lv, key, getattr(fresh, key))
+        lv.confidence = max(lv.confidence, fresh.confidence)
+        # the readings agree within their doubts: not two sizes reported apart (detector.latency's
+        # note on this knee; one on a shelf past it stays)
+        lv.notes = [n for n in lv.notes if not (n.startswith(f"the latency knee ({fmt_bytes(knee.capacity_bytes)})")
+                                                and "neither is averaged" in n)]
         lv.notes.append(f"the capacity is read from both curves: the bandwidth fall's {fmt_bytes(bw.capacity_bytes)} "
                         f"and the latency knee's {fmt_bytes(knee.capacity_bytes)}, weighed by how far a rerun "
                         f"moves each ({share:.0%} the knee's)")
