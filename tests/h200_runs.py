@@ -15,7 +15,8 @@ GPU-d6d913f7, at b695480 (2026-12-06/h100-card-5/: the falls read less the tail 
 seventh, GPU-e1c9adbb, at ac364c0 (2026-12-06/h100-card-6/); and of an eighth and a ninth, GPU-36757349
 and GPU-306037df, at c0258d3 (2026-12-06/h100-card-7/, h100-card-8/: the chase's recheck on); and of a
 tenth, GPU-7ebe6f12, at 842a8ed (2026-12-06/h100-card-9/: the chase's knee sharing the L1's capacity),
-and of an eleventh, GPU-05e47f12, at b4c36ff (2026-12-06/h100-card-10/)."""
+and of an eleventh, GPU-05e47f12, at b4c36ff (2026-12-06/h100-card-10/), and a twelfth, GPU-3cb57d0d,
+at f449925 (2026-12-06/h100-card-11/)."""
 from __future__ import annotations
 
 import atexit
