@@ -19,8 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 from detect_caches.detector.capacity import CapacityEstimate
 from detect_caches.detector.latency import UNKNOWN_KNEE, knee_groups
 from detect_caches.detector.level_figures import plateau_level, with_capacity
