@@ -76,9 +76,10 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
             continue
         if model.onset and len(thetas) > 1:
             # the shape to start from at this C by the fit's own cap: the grid's wide cap ranks
-            # capacities, but at one it lets bumps and dips past the cap pick the shape, and a
-            # polish of the shape alone (C held at a measured size) stays near its start (an
-            # H100's L1 past its partial hits: 75% hits falling as r^-4, where 93% as r^-0.45 fits)
+            # capacities, but at one it lets bumps and dips past the cap pick the shape, and an
+            # onset model's polish (C held at a measured size, or moved between two) stays near its
+            # start (an H100's L1 past its partial hits: 75% hits falling as r^-4 stopped at rss
+            # 0.158, where 93% falling as r^-0.45 gives 0.072)
             t = _tight_theta(win, model, thetas, float(lnc[i]), t)
         H = model.hit(np.exp(win.x - lnc[i])[None, :], thetas[t])
         tight, a1, a2 = win.rss(H)      # the start's own figure under the fit's cap
@@ -104,6 +105,7 @@ def _tight_theta(win: FallWindow, model: HitModel, thetas, lnc: float, t: int) -
     rss, c1, c2 = win.rss(H)
     if model.name in CLIFFS:
         rss = _visible(win, thetas, rss[:, None], c1[:, None], c2[:, None])[:, 0]
+    rss = np.where(np.isnan(rss), np.inf, rss)
     best = int(np.argmin(rss))
     return best if rss[best] < rss[t] else t
 
