@@ -17,7 +17,8 @@ and GPU-306037df, at c0258d3 (2026-12-06/h100-card-7/, h100-card-8/: the chase's
 tenth, GPU-7ebe6f12, at 842a8ed (2026-12-06/h100-card-9/: the chase's knee sharing the L1's capacity),
 and of an eleventh, GPU-05e47f12, at b4c36ff (2026-12-06/h100-card-10/), and a twelfth, GPU-3cb57d0d,
 at f449925 (2026-12-06/h100-card-11/), and a thirteenth, GPU-e7f83e9a, at 3fbc47c
-(2026-12-06/h100-card-12/), and a fourteenth, GPU-b192d0f2, at 6cbab88 (2026-12-06/h100-card-13/)."""
+(2026-12-06/h100-card-12/), and a fourteenth, GPU-b192d0f2, at 6cbab88 (2026-12-06/h100-card-13/); and of a fourth H200,
+GPU-2e4d2e3a, at 1153eea (2026-12-06/h200-card-2/)."""
 from __future__ import annotations
 
 import atexit
