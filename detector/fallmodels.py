@@ -51,10 +51,11 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
     if model.name in VECTORISED and len(thetas) > 1:
         # every shape parameter at once: (thetas, candidates, points)
         grid = np.asarray(thetas, dtype=float)
-        H = model.hit(R[None], tuple(grid[:, j][:, None, None] for j in range(grid.shape[1])))
-        rss, c1, c2 = win.rss(H.reshape(-1, win.x.size), loose=True)
+        hits = model.hit(R[None], tuple(grid[:, j][:, None, None] for j in range(grid.shape[1])))
+        rss, c1, c2 = win.rss(hits.reshape(-1, win.x.size), loose=True)
         rss, c1, c2 = (a.reshape(len(thetas), lnc.size) for a in (rss, c1, c2))
     else:
+        hits = None
         parts = [win.rss(model.hit(R, theta), loose=True) for theta in thetas]
         rss, c1, c2 = (np.stack([p[j] for p in parts]) for j in range(3))
     if model.name in CLIFFS:
@@ -80,7 +81,8 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
             # onset model's polish (C held at a measured size, or moved between two) stays near its
             # start (an H100's L1 past its partial hits: 75% hits falling as r^-4 stopped at rss
             # 0.158, where 93% falling as r^-0.45 gives 0.072)
-            t = _tight_theta(win, model, thetas, float(lnc[i]), t)
+            at_c = hits[:, i] if hits is not None else np.concatenate([model.hit(R[i:i + 1], th) for th in thetas])
+            t = _tight_theta(win, thetas, at_c, t, cliff=model.name in CLIFFS)
         H = model.hit(np.exp(win.x - lnc[i])[None, :], thetas[t])
         tight, a1, a2 = win.rss(H)      # the start's own figure under the fit's cap
         if not math.isfinite(tight[0]):
@@ -93,17 +95,12 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
     return fits
 
 
-def _tight_theta(win: FallWindow, model: HitModel, thetas, lnc: float, t: int) -> int:
-    """Of the grid's shapes at ``lnc``, the one with the least rss under the fit's cap (``t``, the
-    wide cap's choice, where none is less), among those a cliff model may take (drop visible)."""
-    R = np.exp(win.x - lnc)[None, :]
-    if model.name in VECTORISED:
-        grid = np.asarray(thetas, dtype=float)
-        H = model.hit(R, tuple(grid[:, j][:, None] for j in range(grid.shape[1])))
-    else:
-        H = np.concatenate([model.hit(R, theta) for theta in thetas])
-    rss, c1, c2 = win.rss(H)
-    if model.name in CLIFFS:
+def _tight_theta(win: FallWindow, thetas, at_c: np.ndarray, t: int, *, cliff: bool) -> int:
+    """Of the grid's shapes, their hit rates at one C in ``at_c`` (shapes x points), the one with
+    the least rss under the fit's cap (``t``, the wide cap's choice, where none is less), among
+    those a cliff model may take (drop visible)."""
+    rss, c1, c2 = win.rss(at_c)
+    if cliff:
         rss = _visible(win, thetas, rss[:, None], c1[:, None], c2[:, None])[:, 0]
     rss = np.where(np.isnan(rss), np.inf, rss)
     best = int(np.argmin(rss))
