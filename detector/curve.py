@@ -15,7 +15,7 @@ BINS_PER_OCTAVE = 8
 
 @dataclass
 class Curve:
-    """Unique working sets (bytes), the median bandwidth at each (GB/s), and repeat counts."""
+    """Unique working sets (bytes), one bandwidth at each (GB/s: _center of its repeats), and repeat counts."""
 
     sweep: str
     size_bytes: np.ndarray
@@ -44,7 +44,7 @@ PROBE_PHASES = ("peak", "sector", "line")   # probes of other launches: not poin
 
 
 def build_curve(records: list[Measurement], sweep: str) -> Curve:
-    """Median over repeats at each size, sorted by size; rejected points and the peak probes
+    """One bandwidth per size from its repeats (_center), sorted by size; rejected points and the peak probes
     and the stride probes (other launch configurations: measure.peak, measure.transfer) left out, and points that stayed noisy after a
     re-measure too, while six clean sizes remain (a busy GPU's bursts must not draw levels: they
     lower the confidence of what they touch instead)."""
@@ -58,7 +58,7 @@ def build_curve(records: list[Measurement], sweep: str) -> Curve:
     for r in rows:
         by_size.setdefault(int(r.working_set_bytes), []).append(r)
     sizes = np.array(sorted(by_size), dtype=float)
-    bw = np.array([median([r.bandwidth_gbs for r in by_size[int(s)]]) for s in sizes])
+    bw = np.array([_center([r.bandwidth_gbs for r in by_size[int(s)]]) for s in sizes])
     reps = np.array([len(by_size[int(s)]) for s in sizes])
     noisy = np.array([any(r.flag_set & {"poor_r2", "noisy"} for r in by_size[int(s)]) for s in sizes],
                      dtype=bool)
@@ -70,6 +70,19 @@ def build_curve(records: list[Measurement], sweep: str) -> Curve:
         else:
             foot.append(float(s))                              # shared buffer or aggregate size
     return Curve(sweep, sizes, bw, reps, np.array(foot), noisy, flagged)
+
+
+def _center(values: list[float]) -> float:
+    """One size's bandwidth from its repeats: the median of three, the mean of four or more less
+    the fastest and the slowest (a fall measured again for precision has four to six: a median
+    keeps two thirds of what their mean would of the noise's reduction, the trimmed mean most of
+    it, while an outlier still goes)."""
+    v = sorted(values)
+    if len(v) == 3:
+        return v[1]
+    if len(v) >= 4:
+        v = v[1:-1]
+    return sum(v) / len(v)
 
 
 def binned(curve: Curve, bins_per_octave: int = BINS_PER_OCTAVE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -107,8 +107,11 @@ class SweepAnalysis:
         # boundary a point or two late): slower than the plateau, they would drag its fitted speed
         off = max(NEXT_FALL_SIGMAS * (self.point_sigma or self.sigma), NEXT_FALL_MIN)
         below = self.curve.y < lo.level_log - off
+        # (none after the last plateau: a long random-replacement tail that its core still holds
+        # would drag its speed up, and the memory floor under it would be left out as a "next fall")
+        last = i + 1 == len(self.plateaus) - 1
         for k in np.nonzero(sel)[0][::-1]:
-            if not below[k] or x[k] <= lo.size_lo_bytes * 2 ** KEEP_LOWER_OCTAVES:
+            if last or not below[k] or x[k] <= lo.size_lo_bytes * 2 ** KEEP_LOWER_OCTAVES:
                 break
             sel[k] = False
         # ... and the upper plateau's first points may still be in the previous fall: faster than

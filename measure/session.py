@@ -204,10 +204,11 @@ def _shares(needs: list[int], budget: int) -> list[int]:
     return shares
 
 
-def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budget: int, on_point=None) -> int:
+def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budget: int, on_point=None,
+                     repeats: int = REFINE_REPEATS) -> int:
     """Measure again where a capacity is still uncertain (plain data from the detector: sweep
     name and the sizes, in that sweep's x units, where more readings tell most), each size
-    REFINE_REPEATS times within the request's share of ``budget`` (_shares; smallest size first,
+    ``repeats`` times within the request's share of ``budget`` (_shares; smallest size first,
     each repeated before the next); the analysis runs again on every point. Returns the count."""
     from detect_caches.measure.kernel_meta import round_to_granule
     meter = session.meter
@@ -218,7 +219,7 @@ def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budg
             continue
         rows = 1 if sweep == "private" else config.rows(meter.device.facts.compute_units)
         sizes = sorted({round_to_granule(x / rows) for x in xs if x > 0})
-        plans.append((config, [size for size in sizes for _ in range(REFINE_REPEATS)]))
+        plans.append((config, [size for size in sizes for _ in range(repeats)]))
     used = 0
     for (config, sizes), share in zip(plans, _shares([len(p[1]) for p in plans], budget)):
         for size in sizes[:share]:

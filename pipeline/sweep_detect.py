@@ -14,6 +14,8 @@ ROUNDS = 6           # refining rounds at most (at least one): the first for eve
                      # others where noise still keeps one wide (SIMULATED, 4 rounds against 2: physics
                      # GPUs 100 x 2 within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%; 6
                      # against 4, physics 300 x 2 93.9 -> 94.1%, beyond 20% 7 -> 6, formula 98.0 -> 97.8%)
+PRECISION_ROUNDS = 4  # then rounds for the falls noise keeps from repeating (detector.precision) ...
+PRECISION_BUDGET = 96  # ... of at most this many measurements each
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, polisher=None):
@@ -61,6 +63,18 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
         if not (requests and budget and refine_intervals(session, requests, log, budget, on_point)):
             break
         LOG.info("refining %d capacity interval(s) that stayed wide", len(requests))
+        t = time.perf_counter()
+        detection = analyse(session.records, device.facts, memo)
+        seconds += time.perf_counter() - t
+    # then the falls whose capacity the points' noise alone would move between runs, measured
+    # again: every size their fit reads, once a round
+    from detect_caches.detector.precision import noisy_falls
+    for _ in range(PRECISION_ROUNDS):
+        budget = min(PRECISION_BUDGET, max(0, opts.budget - owed - len(log.records)))
+        requests = noisy_falls(detection)
+        if not (requests and budget and refine_intervals(session, requests, log, budget, on_point, repeats=1)):
+            break
+        LOG.info("measuring %d noisy fall(s) again", len(requests))
         t = time.perf_counter()
         detection = analyse(session.records, device.facts, memo)
         seconds += time.perf_counter() - t
