@@ -15,7 +15,11 @@ ROUNDS = 6           # refining rounds at most (at least one): the first for eve
                      # GPUs 100 x 2 within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%; 6
                      # against 4, physics 300 x 2 93.9 -> 94.1%, beyond 20% 7 -> 6, formula 98.0 -> 97.8%)
 PRECISION_ROUNDS = 4  # then rounds for the falls noise keeps from repeating (detector.precision) ...
-PRECISION_BUDGET = 96  # ... of at most this many measurements each
+PRECISION_BUDGET = 96  # ... of at most this many measurements each (SIMULATED, physics GPUs 300 x 2
+                       # with the latency sweep: 4 rounds of one more reading a size, 97.0 / 99.2 / 2 /
+                       # 100 / 3.0 / 95.0; 2 of two, 97.4 / 99.5 / 0 / 100 / 3.1 / 94.7 (without the
+                       # latency sweep 95.3 / 99.1 / 5 against 97.4 / 99.5 / 1); 1 of three, 96.4 / 99.2 / 1 / 99.8 /
+                       # 3.3 / 93.8. Each round is another analysis on the run's path)
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, polisher=None):

