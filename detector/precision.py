@@ -1,6 +1,6 @@
 """Where measuring a fall again makes its capacity repeat: the device falls whose points' noise
-alone would move the capacity more than PRECISE between runs, with every size their fit reads (measured
-once more each round by pipeline.sweep_detect, PRECISION_ROUNDS at most)."""
+alone would move the capacity more than PRECISE between runs, with every size their fit reads (read
+PRECISION_ROUNDS more times by pipeline.sweep_detect, then analysed once)."""
 from __future__ import annotations
 
 from detect_caches.detector.levels import Detection

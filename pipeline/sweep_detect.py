@@ -14,12 +14,14 @@ ROUNDS = 6           # refining rounds at most (at least one): the first for eve
                      # others where noise still keeps one wide (SIMULATED, 4 rounds against 2: physics
                      # GPUs 100 x 2 within 3% 91.8 -> 93.6%, formula GPUs 300 x 2 97.8 -> 98.3%; 6
                      # against 4, physics 300 x 2 93.9 -> 94.1%, beyond 20% 7 -> 6, formula 98.0 -> 97.8%)
-PRECISION_ROUNDS = 4  # then rounds for the falls noise keeps from repeating (detector.precision) ...
-PRECISION_BUDGET = 96  # ... of at most this many measurements each (SIMULATED, physics GPUs 300 x 2
-                       # with the latency sweep: 4 rounds of one more reading a size, 97.0 / 99.2 / 2 /
-                       # 100 / 3.0 / 95.0; 2 of two, 97.4 / 99.5 / 0 / 100 / 3.1 / 94.7 (without the
-                       # latency sweep 95.3 / 99.1 / 5 against 97.4 / 99.5 / 1); 1 of three, 96.4 / 99.2 / 1 / 99.8 /
-                       # 3.3 / 93.8. Each round is another analysis on the run's path)
+PRECISION_ROUNDS = 4  # then every size of a fall noise keeps from repeating (detector.precision) read
+                      # this many more times, one analysis after them all ...
+PRECISION_BUDGET = 96  # ... at most this many measurements a round (SIMULATED, physics GPUs 300 x 2 with
+                       # the latency sweep, within 3 / 10 / beyond 20 / levels / spread within 2%: 4
+                       # readings, 97.0 / 99.2 / 2 / 100 / 95.4; 3, 96.7 / 99.1 / 3 / 99.8 / 94.8; as many
+                       # as the noise repeatability asks, 96.7 / 99.1 / 3 / 99.8 / 95.0; an analysis after
+                       # each reading, stopping once precise, 97.0 / 99.2 / 2 / 100 / 95.0 with up to four
+                       # more passes on the run's path)
 
 
 def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, polisher=None):
@@ -70,15 +72,19 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
         t = time.perf_counter()
         detection = analyse(session.records, device.facts, memo)
         seconds += time.perf_counter() - t
-    # then the falls whose capacity the points' noise alone would move between runs, measured
-    # again: every size their fit reads, once a round
+    # then the falls whose capacity the points' noise alone would move between runs: every size
+    # their fit reads, read PRECISION_ROUNDS more times (the sizes in turn, once a round), and one
+    # analysis after them all (an analysis a round put a pass each on the run's path)
     from detect_caches.detector.precision import noisy_falls
-    for _ in range(PRECISION_ROUNDS):
+    requests, measured = noisy_falls(detection), 0
+    for _ in range(PRECISION_ROUNDS if requests else 0):
         budget = min(PRECISION_BUDGET, max(0, opts.budget - owed - len(log.records)))
-        requests = noisy_falls(detection)
-        if not (requests and budget and refine_intervals(session, requests, log, budget, on_point, repeats=1)):
+        got = refine_intervals(session, requests, log, budget, on_point, repeats=1) if budget else 0
+        if not got:
             break
-        LOG.info("measuring %d noisy fall(s) again", len(requests))
+        measured += got
+    if measured:
+        LOG.info("measured %d noisy fall(s) again: %d measurements", len(requests), measured)
         t = time.perf_counter()
         detection = analyse(session.records, device.facts, memo)
         seconds += time.perf_counter() - t
