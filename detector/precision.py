@@ -17,15 +17,12 @@ def noisy_falls(detection: Detection, *, above: float = PRECISE) -> list[tuple[s
     # device falls only: a per-SM/CU fall's doubt is its knee's to settle (detector.joint), and
     # measured again it spent the run's budget for nothing (SIMULATED, the built-in mi300x's
     # L1, noise-limited, read 11-12% off on two seeds of 8, mi210's L3 lost on one)
-    for name in ("shared",):
-        an = detection.sweeps.get(name)
-        if an is None:
+    an = detection.sweeps.get("shared")
+    for st in an.steps if an is not None else ():
+        e = st.estimate.alone or st.estimate     # the fall's own doubt, not a knee's (detector.joint)
+        if e.noise_repeatability <= above:
             continue
-        for st in an.steps:
-            e = st.estimate.alone or st.estimate     # the fall's own doubt, not a knee's (detector.joint)
-            if e.noise_repeatability <= above:
-                continue
-            sizes = sorted({float(s) for s in an.curve.size_bytes[an.step_points(st.upper)]})
-            if sizes:
-                out.append((name, sizes))
+        sizes = sorted({float(s) for s in an.curve.size_bytes[an.step_points(st.upper)]})
+        if sizes:
+            out.append(("shared", sizes))
     return out

@@ -80,3 +80,26 @@ def test_a_random_tail_reaching_the_sweeps_end_keeps_its_memory_floor():
     _, detection = _run(153, 2)
     assert abs(_level(detection, "Infinity Cache").capacity_bytes / _truth(153, "Infinity Cache") - 1) < 0.01
     assert PRECISE < 0.01
+
+
+def test_the_readings_are_analysed_once_after_them_all(monkeypatch):
+    """Every size of the noisy fall is read PRECISION_ROUNDS more times, then one analysis (one
+    pass on the run's path, done-when 6: an analysis after each round cost up to four)."""
+    from detect_caches.detector import analyze
+    from detect_caches.measure import session as measure_session
+    events, refine, detect = [], measure_session.refine_intervals, analyze.detect_levels
+
+    def refining(*args, **kw):
+        events.append("reading" if "repeats" in kw else "refining")
+        return refine(*args, **kw)
+
+    def detecting(*args, **kw):
+        events.append("analysis")
+        return detect(*args, **kw)
+    monkeypatch.setattr(measure_session, "refine_intervals", refining)
+    monkeypatch.setattr(analyze, "detect_levels", detecting)
+    device = SimulatedGPU(parse_profile(dict(pg.draw_gpu(289), seed=1)))
+    opts = SessionOptions(peak_budget=0, budget=1000)      # room for every round
+    sweep_detect.sweep_and_detect(device, MeasurementLog(None), opts)
+    first = events.index("reading")
+    assert events[first:] == ["reading"] * sweep_detect.PRECISION_ROUNDS + ["analysis"]
