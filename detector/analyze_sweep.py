@@ -21,6 +21,7 @@ from detect_caches.detector.falling_below import (LOCAL_BINS, chain_plateaus, lo
 from detect_caches.detector.levels import Step, SweepAnalysis
 from detect_caches.detector.fall_levels import demote_fitted_through, promote_in_misfits
 from detect_caches.detector.inside import inside_level
+from detect_caches.detector.pairfit import refit_with_next
 from detect_caches.detector.plateaus import MIN_LEVEL_STEP, Plateau, build_plateaus, merge_segments, stands_out
 from detect_caches.detector.segment import segment
 from detect_caches.detector.units import fmt_bytes
@@ -265,6 +266,7 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
     refit_over_falling(an, fit)
     if curve.sweep != "private":   # a per-SM fall chained into the L2's: physics GPU 142's L1 +111%
         chain_plateaus(an, fit)
+        refit_with_next(an, fit, models)
     plateaus, steps = an.plateaus, an.steps
     usable_until = None
     for i, st in enumerate(steps):

@@ -200,7 +200,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         fits += [f for f in (fit_split(win, until_bytes=split_until_bytes, model=m) for m in SPLITS) if f is not None]
     if not fits:
         return None
-    by_name = {m.name: m for m in (*MODELS, *SPLITS.values())}
+    by_name = {m.name: m for m in (*MODELS, *SPLITS.values())} | chosen   # the chosen ones' prior scores
     best = min(fits, key=lambda f: f.rss)
     dof = max(win.x.size - by_name[best.model].n_params, 1)
     sigma = max(math.sqrt(best.rss / dof), 0.7 * sigma_point, 1e-3)
