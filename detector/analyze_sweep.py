@@ -266,7 +266,8 @@ def analyze_sweep(curve: Curve, warnings: list[str], *, min_level_octaves: float
     refit_over_falling(an, fit)
     if curve.sweep != "private":   # a per-SM fall chained into the L2's: physics GPU 142's L1 +111%
         chain_plateaus(an, fit)
-        refit_with_next(an, fit, models)
+        if curve.sweep == "shared":   # device falls, their speeds mixed harmonically (not the chase's)
+            refit_with_next(an, fit, models)
     plateaus, steps = an.plateaus, an.steps
     usable_until = None
     for i, st in enumerate(steps):
