@@ -19,7 +19,8 @@ and of an eleventh, GPU-05e47f12, at b4c36ff (2026-12-06/h100-card-10/), and a t
 at f449925 (2026-12-06/h100-card-11/), and a thirteenth, GPU-e7f83e9a, at 3fbc47c
 (2026-12-06/h100-card-12/), and a fourteenth, GPU-b192d0f2, at 6cbab88 (2026-12-06/h100-card-13/); and of a fourth H200,
 GPU-2e4d2e3a, at 1153eea (2026-12-06/h200-card-2/); and of 2026-12-07, the three cold runs of a fifteenth
-H100, GPU-586f0232, at 2846942, the first measured with the precision readings (2026-12-07/h100-card-14/)."""
+H100, GPU-586f0232, and of a sixteenth, GPU-248e81d1, at 2846942, the first measured with the precision
+readings (2026-12-07/h100-card-14/, h100-card-15/)."""
 from __future__ import annotations
 
 import atexit
