@@ -185,8 +185,9 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     win = FallWindow(sizes, y, lower_shape, sigma_point, sigma_curve, plateaus)
     if capacity_span_bytes is not None:
         win.c_span = (math.log(capacity_span_bytes[0]), math.log(capacity_span_bytes[1]))
-    chosen = {m.name: m for m in models or MODELS}     # a device level's: detector.hitmodels.DEVICE_MODELS
-    starts = dict(zip(chosen, _grids(win, list(chosen.values()))))
+    given = {m.name: m for m in models or MODELS}      # a device level's: detector.hitmodels.DEVICE_MODELS
+    chosen = {k: m for k, m in given.items() if k not in SPLITS}   # a split level's, given for its prior
+    starts = dict(zip(chosen, _grids(win, list(chosen.values()))))  # score only, is fitted below
     starts = {k: v for k, v in starts.items() if v}
     if not starts:
         return None
@@ -200,7 +201,7 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
         fits += [f for f in (fit_split(win, until_bytes=split_until_bytes, model=m) for m in SPLITS) if f is not None]
     if not fits:
         return None
-    by_name = {m.name: m for m in (*MODELS, *SPLITS.values())} | chosen   # the chosen ones' prior scores
+    by_name = {m.name: m for m in (*MODELS, *SPLITS.values())} | given   # the given ones' prior scores
     best = min(fits, key=lambda f: f.rss)
     dof = max(win.x.size - by_name[best.model].n_params, 1)
     sigma = max(math.sqrt(best.rss / dof), 0.7 * sigma_point, 1e-3)

@@ -23,6 +23,7 @@ from detect_caches.detector.fallfit import MINOR
 from detect_caches.detector.falling_below import lower_speeds
 from detect_caches.detector.hitmodels import BY_NAME, MODELS, hit_curve
 from detect_caches.detector.levels import SweepAnalysis
+from detect_caches.detector.splitfit import SPLITS
 
 APART = 1.10         # the upper fall's leading models' capacities at least this far apart
 TOP = 3              # models of each fall tried (by their own evidence, at least MINOR)
@@ -40,7 +41,10 @@ def _residuals(hits2: np.ndarray, hits3: np.ndarray, inv: np.ndarray, u: np.ndar
     the residuals in log10 bandwidth."""
     cols = np.broadcast_arrays(hits2, (1 - hits2) * hits3, (1 - hits2) * (1 - hits3) * u)
     a = np.stack(cols, axis=-1) / inv[:, None]
-    ata = np.einsum("...pi,...pj->...ij", a, a) + 1e-12 * np.eye(3)
+    ata = np.einsum("...pi,...pj->...ij", a, a)
+    # a ridge at the matrix's own scale: columns in proportion (hit rates flat over the window)
+    # leave it singular, and one singular candidate would stop the whole batch
+    ata = ata + 1e-12 * np.trace(ata, axis1=-2, axis2=-1)[..., None, None] * np.eye(3)
     atb = a.sum(axis=-2)
     b = np.linalg.solve(ata, atb[..., None])[..., 0]
     pred = np.einsum("...pi,...i->...p", a, b)
@@ -119,17 +123,21 @@ def joint_priors(an: SweepAnalysis, i: int) -> dict[str, float] | None:
     if not all(math.isfinite(v) for pair in best.values() for v in pair):
         return None
     low = min(v[1] for v in best.values())
-    raw = {m: v[1] - low for m, v in best.items()}
-    return {m: float(np.clip(v, -PRIOR_CAP, PRIOR_CAP)) for m, v in raw.items()}
+    raw = {m: min(v[1] - low, PRIOR_CAP) for m, v in best.items()}
+    # a model the joint fit did not try (a split level's, one under MINOR) is taken as the worst
+    # tried: evidence the tried ones lose must not pass to models nobody checked against the points
+    worst = max(raw.values())
+    return {m: raw.get(m, worst) for m in (*by_name, *SPLITS)}
 
 
 def refit_with_next(an: SweepAnalysis, fit, models) -> None:
-    """Top down, each fall whose leading models (MINOR of the evidence or more) part by APART,
+    """From the bottom up, each fall whose leading models (MINOR of the evidence or more) part by APART,
     fitted again with the joint fit's evidence as their prior scores (``fit(i, below=, models=)``:
     detector.analyze_sweep)."""
     chosen = [BY_NAME[m] if isinstance(m, str) else m for m in (models or MODELS)]
-    for i in range(len(an.steps) - 1):
-        priors = joint_priors(an, i)
+    chosen += [m for m in SPLITS.values() if m.name not in {c.name for c in chosen}]
+    for i in reversed(range(len(an.steps) - 1)):     # bottom up, as chain_plateaus: each fall
+        priors = joint_priors(an, i)                   # against the fall below as it is finally read
         if priors is None:
             continue
         weighed = tuple(dataclasses.replace(m, prior_score=m.prior_score + priors.get(m.name, 0.0)) for m in chosen)
