@@ -87,29 +87,29 @@ def joint_priors(an: SweepAnalysis, i: int) -> dict[str, float] | None:
     upper, lower = _fit_of(steps[i]), _fit_of(steps[i + 1])
     if upper is None or lower is None:
         return None
-    by_name = {m.name: m for m in MODELS}
     # the upper fall's leading models by their own evidence, where at least two have a share
-    tried = sorted((f for f in upper.fits if f.model in by_name and f.weight >= MINOR), key=lambda f: -f.weight)[:TOP]
+    tried = sorted((f for f in upper.fits if f.model in BY_NAME and f.weight >= MINOR), key=lambda f: -f.weight)[:TOP]
     caps = [f.capacity_bytes for f in tried]
     if len(caps) < 2 or max(caps) / min(caps) < APART:
         return None
-    below = sorted((f for f in lower.fits if f.weight >= MINOR and f.model in by_name), key=lambda f: -f.weight)[:TOP]
+    below = sorted((f for f in lower.fits if f.weight >= MINOR and f.model in BY_NAME), key=lambda f: -f.weight)[:TOP]
     if not below:
         return None
     curve, ps = an.curve, an.point_sigma or an.sigma
     if i in an.under_tail:
         hi = an.plateaus[i]
         curve = without_tail_above(curve, steps[i - 1], hi.size_lo_bytes, hi.size_hi_bytes, ps)
-    sel = an.step_points(i) | an.step_points(i + 1)
+    own = an.step_points(i)
+    sel = own | an.step_points(i + 1)
     x = curve.size_bytes[sel]
     inv = 1.0 / curve.bandwidth_gbs[sel]
     # the level under the lower fall, where its own fall has begun inside the window
     slow = lower_speeds(steps[i + 2] if i + 2 < len(steps) else None, x, ps, 0.0)
     u = 10.0 ** -(np.asarray(slow) - np.max(slow)) if np.ndim(slow) else np.ones_like(x)
-    outside = ~an.step_points(i)[sel]
+    outside = ~own[sel]
     if not outside.any():
         return None
-    pen = {m: by_name[m].penalty for m in by_name}
+    pen = {m: BY_NAME[m].penalty for m in BY_NAME}
     combos = [(f2.model, f3.model, *_joint_rss(x, inv, u, f2, f2.capacity_bytes, f3, f3.capacity_bytes, outside))
               for f2 in tried for f3 in below]
     sigma = max(math.sqrt(min(c[2] for c in combos) / max(x.size - 7, 1)), 0.7 * ps, 1e-3)
@@ -127,7 +127,7 @@ def joint_priors(an: SweepAnalysis, i: int) -> dict[str, float] | None:
     # a model the joint fit did not try (a split level's, one under MINOR) is taken as the worst
     # tried: evidence the tried ones lose must not pass to models nobody checked against the points
     worst = max(raw.values())
-    return {m: raw.get(m, worst) for m in (*by_name, *SPLITS)}
+    return {m: raw.get(m, worst) for m in (*BY_NAME, *SPLITS)}
 
 
 def refit_with_next(an: SweepAnalysis, fit, models) -> None:

@@ -1,6 +1,7 @@
 """Two neighbouring device falls fitted together (detector.pairfit): the joint fit's speeds are
 solved exactly, the points past the upper fall's window weigh its models, and the physics GPUs
 whose random-replacement L2 read as an 8-way LRU fall 35-38% large are read within 3% (SIMULATED)."""
+import dataclasses
 import math
 
 import numpy as np
@@ -59,7 +60,6 @@ def test_a_prior_score_weighs_a_model_out():
     even = fit_fall(sizes, y, sigma_point=0.004, models=models, resamples=0)
     w = {f.model: f.weight for f in even.fits}
     behind = {"random_ways": 12.0, "ways": 0.0} if w["random_ways"] < w["ways"] else {"random_ways": 0.0, "ways": 12.0}
-    import dataclasses
     weighed = [dataclasses.replace(m, prior_score=behind[m.name]) for m in models]
     tilted = fit_fall(sizes, y, sigma_point=0.004, models=weighed, resamples=0)
     loser = max(behind, key=behind.get)
