@@ -76,15 +76,18 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
     # their fit reads, read PRECISION_ROUNDS more times (the sizes in turn, once a round), and one
     # analysis after them all (an analysis a round put a pass each on the run's path)
     from detect_caches.detector.precision import noisy_falls
-    requests, measured = noisy_falls(detection), 0
-    for _ in range(PRECISION_ROUNDS if requests else 0):
-        budget = min(PRECISION_BUDGET, max(0, opts.budget - owed - len(log.records)))
-        got = refine_intervals(session, requests, log, budget, on_point, repeats=1) if budget else 0
-        if not got:
-            break
-        measured += got
+    measured = asked = 0
+    for sweep in ("shared", "private"):   # a per-SM/CU fall gets what the device falls left
+        requests = noisy_falls(detection, sweep=sweep)
+        asked += len(requests)
+        for _ in range(PRECISION_ROUNDS if requests else 0):
+            budget = min(PRECISION_BUDGET, max(0, opts.budget - owed - len(log.records)))
+            got = refine_intervals(session, requests, log, budget, on_point, repeats=1) if budget else 0
+            if not got:
+                break
+            measured += got
     if measured:
-        LOG.info("measured %d noisy fall(s) again: %d measurements", len(requests), measured)
+        LOG.info("measured %d noisy fall(s) again: %d measurements", asked, measured)
         t = time.perf_counter()
         detection = analyse(session.records, device.facts, memo)
         seconds += time.perf_counter() - t
