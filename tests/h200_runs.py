@@ -20,7 +20,9 @@ at f449925 (2026-12-06/h100-card-11/), and a thirteenth, GPU-e7f83e9a, at 3fbc47
 (2026-12-06/h100-card-12/), and a fourteenth, GPU-b192d0f2, at 6cbab88 (2026-12-06/h100-card-13/); and of a fourth H200,
 GPU-2e4d2e3a, at 1153eea (2026-12-06/h200-card-2/); and of 2026-12-07, the three cold runs of a fifteenth
 H100, GPU-586f0232, and of a sixteenth, GPU-248e81d1, at 2846942, the first measured with the precision
-readings (2026-12-07/h100-card-14/, h100-card-15/)."""
+readings (2026-12-07/h100-card-14/, h100-card-15/); and of the twelfth session, the same of a
+seventeenth, GPU-d150ccd1, and an eighteenth, GPU-2874264e, at 7049b62 (2026-12-07/h100-card-16/,
+h100-card-17/: a per-SM/CU fall's start read again where noise keeps it from repeating)."""
 from __future__ import annotations
 
 import atexit
