@@ -100,9 +100,6 @@ class FallWindow:
         # the cap from the larger of the two noise readings: one point's (from near pairs, which
         # repeated probes can make look quiet) and the curve's
         self.delta = CAP * max(sigma_point, sigma_curve or 0.0, 1e-3)
-        # which points still run at speed: the smaller noise reading (one point's from near pairs
-        # counts a crowded fall's steps where refinement put pairs across them: an H100's L1, 7%)
-        self.served_sigma = max(min(sigma_point, sigma_curve or sigma_point), 1e-3)
         self.u_mid = float(np.median(self.u))
         self.visible = VISIBLE * max(sigma_point, 1e-3)
         self._served = None
@@ -125,7 +122,7 @@ class FallWindow:
         out = np.ones(self.x.size, dtype=int)
         if self.prior is None:
             return out
-        p2, sigma, at = self.prior[1], self.served_sigma, []
+        p2, sigma, at = self.prior[1], self.delta / CAP, []
         for i, (y, u) in enumerate(zip(self.y.tolist(), self.u.tolist())):
             if len(at) >= 3:
                 ref = at[-SERVED_REF:]

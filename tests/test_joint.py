@@ -86,9 +86,8 @@ def test_the_chase_pins_a_random_l1_that_bandwidth_leaves_wide():
     it as a hashed-set fall 22% large, its interval 220-323 KiB (saying 21% between reruns; seed
     1's records: +1.1%); with them, within 1%, an interval half as wide holding the truth (the
     knee's, and the reach a hashed-set fall's interval keeps), and the note gives both readings.
-    Since a noisy per-SM/CU fall's start is read again (detector.precision) and its points at
-    speed are told by the smaller noise reading (detector.fallwindow), the bandwidth fall alone
-    reads -0.9% (229-248 KiB), but still says 18% between reruns against the joint reading's 2%."""
+    Since a noisy per-SM/CU fall's start is read again (detector.precision), the bandwidth fall
+    alone reads -1.1% (226-318 KiB), but still says 24% between reruns against the joint's 2%."""
     from detect_caches.detector.analyze import detect_levels
     truth, levels, log, facts = _run_with_chase(56, 2, True)
     both = levels["L1"]
