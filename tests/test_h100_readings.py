@@ -5,7 +5,16 @@ tree sent also held a first detector.pairfit, run on the chase's curve too: re-a
 2846942 and since, every level and latency step the same; tests/data/h200-runs.tar.xz's
 2026-12-07/h100-card-14 and h100-card-15). Runs 1 and 3 of the
 first card and run 3 of the second read the L2 again (104, 108 and 80 measurements past the
-sweep, against 12-14 or none in the others; BENCHMARKS.md, 2026-12-07 eleventh session)."""
+sweep, against 12-14 or none in the others; BENCHMARKS.md, 2026-12-07 eleventh session).
+
+A seventeenth and an eighteenth, GPU-d150ccd1 and GPU-2874264e, three cold runs each at 7049b62
+(h100-card-16, h100-card-17; the twelfth session). Two readings there are wrong and kept as strict
+expected failures until mended: card 16's run 3 wrote its L1 229.5 KiB (partial hits 12% slow at
+222.5-229.5 KiB passed for served while the close pairs across the cliff read one point's noise
+7%; judging them against the curve's noise mends it but reads the H200's carveout L1s 224-227
+KiB: their aliasing dip is then no longer forgiven), and card 17's run 2 read its L2 48.6 MiB
+(after 80 precision readings, saying 1.6%) where runs 1 and 3 read 52.1 and 52.3, so compare
+flags the card against itself."""
 import json
 
 import pytest
@@ -64,3 +73,44 @@ def test_the_l2_read_again_agrees_with_the_runs_that_were_not(card):
             said = (l2[a]["capacity_repeatability"] ** 2 + l2[b]["capacity_repeatability"] ** 2) ** 0.5
             assert abs(l2[a]["capacity_bytes"] / l2[b]["capacity_bytes"] - 1) <= 2 * said, (a, b)
             assert not compare_results(data[b], data[a]).drifted
+
+
+def _written(card, run):
+    return {lv["name"]: lv for lv in json.loads((H200 / "2026-12-07" / card / run / "result.json").read_text())["levels"]}
+
+
+@pytest.mark.parametrize("card, run", [("h100-card-16", "run1"), ("h100-card-16", "run2"),
+                                       ("h100-card-17", "run1"), ("h100-card-17", "run2"), ("h100-card-17", "run3")])
+def test_the_later_cards_read_again_as_written(card, run):
+    """Re-analysed, each run gives the levels its own analysis wrote: L1 221 KiB, a cliff; the L2
+    to the byte, a hashed-set fall."""
+    by, written = _levels(card, run), _written(card, run)
+    assert list(by) == ["L1", "L2", "HBM"]
+    assert by["L1"].capacity_bytes == written["L1"]["capacity_bytes"] == 221 * KIB
+    assert by["L1"].fall_shape.startswith("cliff")
+    assert by["L2"].capacity_bytes == written["L2"]["capacity_bytes"]
+    assert by["L2"].fall_shape == "hashed-set fall"
+
+
+@pytest.mark.xfail(strict=True, reason="partial hits 12% slow pass for served where one point's noise reads 7%")
+def test_card_16_run_3_reads_its_l1_at_the_cliff():
+    assert _written("h100-card-16", "run3")["L1"]["capacity_bytes"] == 235008
+    assert _levels("h100-card-16", "run3")["L1"].capacity_bytes == 221 * KIB
+
+
+def _drifted(card, a, b):
+    from detect_caches.pipeline.api_analysis import analyze
+    from detect_caches.reports.compare import compare_results
+    path = H200 / "2026-12-07" / card
+    data = [analyze(path / r / "measurements.csv", path / r / "result.json").data for r in (a, b)]
+    return compare_results(*data).drifted
+
+
+def test_the_runs_of_card_17_that_agree_find_no_drift():
+    assert _drifted("h100-card-17", "run1", "run2") == []
+    assert _drifted("h100-card-17", "run1", "run3") == []
+
+
+@pytest.mark.xfail(strict=True, reason="an L2 read again says 1.6% where its card's runs move 4%")
+def test_card_17_never_flags_itself():
+    assert _drifted("h100-card-17", "run2", "run3") == []

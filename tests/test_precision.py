@@ -2,6 +2,8 @@
 pipeline.sweep_detect's precision rounds); one size's repeats are centred by a trimmed mean
 (detector.curve._center); a last plateau's tail stays in the fall before it (detector.levels).
 SIMULATED (tests/physics_generator.py: cache physics written apart from the simulator)."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ import physics_generator as pg
 from detect_caches.detector.curve import _center
 from detect_caches.detector.precision import PRECISE, noisy_falls
 from detect_caches.measure.session import SessionOptions
-from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
+from detect_caches.measure.sim.simulated import SimulatedGPU, load_profile, parse_profile
 from detect_caches.pipeline import sweep_detect
 from detect_caches.records import MeasurementLog
 
@@ -108,8 +110,6 @@ def test_the_readings_are_analysed_once_after_them_all(monkeypatch):
 
 
 def _builtin_run(name: str, seed: int, budget: int = 400):
-    from detect_caches.measure.sim.simulated import load_profile
-    import dataclasses
     device = SimulatedGPU(dataclasses.replace(load_profile(name), seed=seed))
     log = MeasurementLog(None)
     _, detection, _ = sweep_detect.sweep_and_detect(device, log, SessionOptions(peak_budget=0, budget=budget))
