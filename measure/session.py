@@ -24,7 +24,8 @@ class SessionOptions:
     private_programs_per_cu: int = 4   # NVIDIA: rows follow SM ids, so this does not blur the knee
     shared_block_size: int = 1024
     shared_num_warps: int = 8
-    budget: int = 400                 # measurements over the sweeps, the peak and the latency probes
+    budget: int = 800                 # measurements over the sweeps, the peak and the latency probes
+                                      # (pipeline.options.DEFAULT_BUDGET: the command line's default)
     peak_budget: int = 24             # of which the peak probes may take this many
     latency_budget: int = 84          # ... and the latency sweep and its probes this many (0: none)
     timing: str = "events"            # "events" (regression) or "device" (in-kernel clock)

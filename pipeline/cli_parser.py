@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from detect_caches.pipeline.cli_args import Parser, positive
+from detect_caches.pipeline.options import DEFAULT_BUDGET
 
 DESCRIPTION = ("Characterize a GPU's cache hierarchy: adaptive bandwidth and latency sweeps, changepoint "
                "analysis, a report (report.md, report.html, result.json, measurements.csv, bandwidth.png). "
@@ -38,8 +39,8 @@ def main_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print result.json to stdout instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress")
     verbose(p)
-    p.add_argument("--budget", type=positive(int), default=400,
-                   help="most kernel measurements, bandwidth and latency together (default 400, at least 60)")
+    p.add_argument("--budget", type=positive(int), default=DEFAULT_BUDGET,
+                   help=f"most kernel measurements, bandwidth and latency together (default {DEFAULT_BUDGET}, at least 60)")
     p.add_argument("--grid-multiplier", type=positive(int), default=4,
                    help="programs per SM/CU in the shared sweep (default 4, the seed's; at most 64)")
     p.add_argument("--sweeps", default="private,shared", help="which sweeps to run (default private,shared)")
