@@ -120,8 +120,8 @@ def joint_priors(an: SweepAnalysis, i: int) -> dict[str, float] | None:
         total = rss / sigma ** 2 + pen[m3]
         if total < best.get(m2, (math.inf, 0.0))[0]:
             best[m2] = (total, extra / sigma ** 2 + pen[m3])
-    if not all(math.isfinite(v) for pair in best.values() for v in pair):
-        return None
+    if not best or not all(math.isfinite(v) for pair in best.values() for v in pair):
+        return None     # no joint fit of a figure (every combination's speeds out of order)
     low = min(v[1] for v in best.values())
     raw = {m: min(v[1] - low, PRIOR_CAP) for m, v in best.items()}
     # a model the joint fit did not try (a split level's, one under MINOR) is taken as the worst

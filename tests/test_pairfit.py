@@ -83,3 +83,12 @@ def test_random_l2s_over_a_close_l3_read_within_3_percent(gpu, seed, chase):
     found = {f[0]: f[1] for f in r["found"]}
     assert list(found) == list(truth)
     assert abs(found["L2"] / truth["L2"] - 1) < 0.03, (found["L2"], truth["L2"])
+
+
+def test_a_joint_fit_of_no_figure_leaves_the_fall_its_own(monkeypatch):
+    """Where no combination of the two falls' models gives a finite joint misfit (their speeds out
+    of order everywhere), the fall keeps its own fit: joint_priors took the least of an empty list
+    and stopped the analysis (a SIMULATED physics GPU, found while trying a change to the fits)."""
+    monkeypatch.setattr(pairfit, "_joint_rss", lambda *a, **k: (math.nan, math.nan))
+    r = run_one((236, 2, "physics_generator", False, False))
+    assert [f[0] for f in r["found"]] == [name for name, _ in r["truth"]]
