@@ -228,6 +228,9 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     # ... and how far it moves when a model with too little evidence to count wins the rerun
     flip = flip_spread(win, fits, major, lncap, sigma_fit=sigma, sigma_point=max(sigma_point, 1e-3),
                        penalty={k: m.penalty for k, m in by_name.items()})
+    # ... or a neighbouring ways count wins it (refine_ways): counted with the flips, as what more
+    # points need not shrink
+    flip = math.hypot(flip, math.sqrt(sum(f.weight * f.ways_spread ** 2 for f in major) / total))
     spread = math.hypot(_rerun_spread(win, major, lncap, sigma, resamples, chosen), flip)
     cap = math.exp(lncap)
     # an onset model's C can be anywhere from its last size served whole to the next size

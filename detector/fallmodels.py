@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detect_caches.detector.fallwindow import FallWindow
+from detect_caches.detector.fallwindow import CAP, FallWindow
 from detect_caches.detector.hitmodels import HitModel
 from detect_caches.detector.polish import polish
 
@@ -26,11 +26,13 @@ class ModelFit:
     profile: tuple = ()             # (ln C candidates, best rss at each) for the posterior
     far_log: float | None = None    # a split level: its far half's speed, log10 GB/s
     inv00: float | None = None      # (J^T J)^-1 for ln C at the optimum: its sd is sigma sqrt(inv00)
+    ways_spread: float = 0.0        # sd of ln C over the ways counts refine_ways tried, by their evidence
 
 
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
 REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
+WAYS_SPAN, WAYS_GRID = 0.06, 41   # refine_ways' fine grid of ln C about the grid's best (steps of 0.3%)
 VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 
 
@@ -192,17 +194,26 @@ def ways_around(a0: float) -> tuple[float, float, float]:
 
 def refine_ways(win: FallWindow, model: HitModel, fit: ModelFit) -> ModelFit:
     """Ways are whole numbers: a fine grid of C around the best, at the best ways and its
-    neighbours on the grid."""
-    best = fit
+    neighbours on the grid. How far C moves between the counts, by their evidence, is kept as
+    ways_spread: a rerun may pick the neighbour (generated GPU 173's L3 read 428 MiB at 32 ways and
+    441 at 22.6 on two seeds, each saying 0.4-0.7%: compare flagged the GPU against itself)."""
+    tried = []
     for a in ways_around(fit.theta[0]):
         if a < model.grids[0][0]:
             continue    # fewer ways than the model allows (a device cache's: hitmodels.DEVICE_MIN_WAYS)
-        lnc = math.log(fit.capacity_bytes) + np.linspace(-0.06, 0.06, 41)
+        lnc = math.log(fit.capacity_bytes) + np.linspace(-WAYS_SPAN, WAYS_SPAN, WAYS_GRID)
         H = model.hit(np.exp(win.x[None, :] - lnc[:, None]), (a,))
         rss, c1, c2 = win.rss(H)
         i = int(np.argmin(rss))
-        if rss[i] < best.rss:
-            best = ModelFit(model.name, (float(a),), math.exp(lnc[i]), float(rss[i]), -math.log10(c1[i]),
-                            -math.log10(c2[i] * float(np.median(win.u))), profile=fit.profile,
-                            inv00=profile_inv00(lnc, rss, i))
-    return best
+        if np.isfinite(rss[i]):
+            tried.append((float(rss[i]), float(a), lnc, rss, i, float(c1[i]), float(c2[i])))
+    if not tried or not min(t[0] for t in tried) < fit.rss:
+        return fit
+    best = min(tried, key=lambda t: t[0])
+    rss, a, lnc, profile, i, c1, c2 = best
+    w = np.exp(-(np.array([t[0] for t in tried]) - rss) / (2 * (win.delta / CAP) ** 2))
+    logs = np.array([t[2][t[4]] for t in tried])
+    spread = math.sqrt(float(np.sum(w * (logs - np.sum(w * logs) / np.sum(w)) ** 2) / np.sum(w)))
+    return ModelFit(model.name, (a,), math.exp(lnc[i]), rss, -math.log10(c1),
+                    -math.log10(c2 * float(np.median(win.u))), profile=fit.profile,
+                    inv00=profile_inv00(lnc, profile, i), ways_spread=spread)

@@ -75,3 +75,43 @@ def test_a_model_far_behind_or_reading_the_same_size_moves_nothing():
     assert flip_spread(win, [best, near], [best, near], math.log(C), **kw) == 0.0
     near.weight = 0.05
     assert 0 < flip_spread(win, [best, near], [best, near], math.log(C), **kw) < alone
+
+
+def _random_ways_fall(ways, sigma, seed=5):
+    """A random-replacement fall in sets of ``ways`` ways at C (9 -> 7.2 TB/s), noise ``sigma``."""
+    sizes = np.geomspace(C / 2, C * 3, 60)
+    h = hit_curve("random_ways", sizes / C, (ways,))
+    y = -np.log10(h / 9000.0 + (1 - h) / 7200.0) + np.random.default_rng(seed).normal(0.0, sigma, sizes.size)
+    return sizes, y
+
+
+def test_a_ways_count_between_the_grid_s_counts_says_so_in_the_repeatability():
+    """Ways are a shape parameter on a coarse grid: where a neighbouring count fits about as well
+    (a cache of 19 ways read at 16 or 22.6), how far C moves between them is counted in the
+    repeatability as a rerun won by the neighbour, not in what more points would shrink (the
+    noise repeatability that steers the refining); where the count fits and its neighbours do
+    not (16 ways under 0.2% noise), it adds next to nothing."""
+    from detect_caches.detector.fallfit import fit_fall
+    from detect_caches.detector.hitmodels import BY_NAME
+    between = fit_fall(*_random_ways_fall(16 * 2 ** 0.25, 0.004), sigma_point=0.004, models=[BY_NAME["random_ways"]], resamples=0)
+    assert between.best.ways_spread > 0.004
+    assert between.flip_spread >= 0.9 * between.best.ways_spread
+    noise = math.sqrt(between.repeatability ** 2 - between.flip_spread ** 2)   # CapacityEstimate's
+    assert noise < between.repeatability - 0.0005
+    on_grid = fit_fall(*_random_ways_fall(16.0, 0.001), sigma_point=0.001, models=[BY_NAME["random_ways"]], resamples=0)
+    assert on_grid.best.theta == (16.0,) and on_grid.best.ways_spread < 0.1 * between.best.ways_spread
+
+
+def test_a_generated_gpu_s_l3_does_not_flag_itself_across_ways_counts():
+    """Generated GPU 173's L3 (random replacement, 32 ways, hashed; SIMULATED, physics): read at
+    32 ways on seed 1 (428 MiB) and 22.6 on seed 2 (441 MiB), each saying 0.4-0.7% before the
+    ways' spread counted, so compare flagged the GPU against itself; both within 3% of the truth."""
+    import physics_generator
+    from sim_runs import result_of
+    from detect_caches.reports.compare import compare_results
+    runs = [result_of(dict(physics_generator.draw_gpu(173), seed=s)) for s in (1, 2)]
+    truth = dict(physics_generator.expected_levels(dict(physics_generator.draw_gpu(173), seed=1)))
+    for r in runs:
+        l3 = next(lv for lv in r["levels"] if lv["name"] == "L3")
+        assert abs(l3["capacity_bytes"] / truth["L3"] - 1) < 0.03
+    assert compare_results(*runs).drifted == []
