@@ -10,9 +10,7 @@ pyproject.toml); a checkout run in place finds them beside this folder (below).
 """
 from __future__ import annotations
 
-import os as _os
-
-from detect_caches._version import __version__
+import os as _os   # loaded with the interpreter: nothing to read while a signal may come
 
 
 def _early_exit(signum, frame):
@@ -35,6 +33,10 @@ if _started_as_command():
     import _signal   # built in: nothing to load while a signal may come
     for _sig in (_signal.SIGINT, _signal.SIGTERM):
         _signal.signal(_sig, _early_exit)
+
+# after the handlers: a Ctrl-C while this first file of the package is read was a traceback (a
+# loaded CI machine, 0.05 s after the start)
+from detect_caches._version import __version__  # noqa: E402
 
 # Run from a checkout (tests, `PYTHONPATH=$PWD python3 -m detect_caches` on a GPU host): the
 # subpackages are folders beside this one, so the repository's root joins the package's path.
