@@ -22,7 +22,10 @@ GPU-2e4d2e3a, at 1153eea (2026-12-06/h200-card-2/); and of 2026-12-07, the three
 H100, GPU-586f0232, and of a sixteenth, GPU-248e81d1, at 2846942, the first measured with the precision
 readings (2026-12-07/h100-card-14/, h100-card-15/); and of the twelfth session, the same of a
 seventeenth, GPU-d150ccd1, and an eighteenth, GPU-2874264e, at 7049b62 (2026-12-07/h100-card-16/,
-h100-card-17/: a per-SM/CU fall's start read again where noise keeps it from repeating)."""
+h100-card-17/: a per-SM/CU fall's start read again where noise keeps it from repeating); and of the
+thirteenth, the same of five more H100s lent for an H200: GPU-6fb009b7 and GPU-f56a3f26 at 109b88a,
+GPU-061ff5c7 at e2bc44a (the budget 800), GPU-b2b5d858 at b97b935 and GPU-5fa85614 at bba06db
+(2026-12-07/h100-card-18/ to h100-card-22/)."""
 from __future__ import annotations
 
 import atexit
