@@ -102,10 +102,12 @@ def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulat
     est: CapacityEstimate = an.steps[k].estimate
     # a cliff's C is its last size served whole, a size the sweep measured (a latency knee pulls it
     # inside the gap to the next one, which tells nothing); any other fall's C is the fit's own: on
-    # the size grid it took up to half a step more error (the mi300x's L1, seed 2: +2.97% read +3.13%)
+    # the size grid it took up to half a step more error (the mi300x's L1, seed 2: +2.97% read +3.13%).
+    # The interval reaches out to the grid: it claims no finer than the sizes measured.
     held = est.shape in CLIFF_SHAPES and est.high_bytes > est.low_bytes > 0
-    grid = max(size_grid(an) * scale, 1.0) if held else 1.0
-    level.capacity_bytes = int(round(est.capacity_bytes * scale / grid) * grid)
+    grid = max(size_grid(an) * scale, 1.0)
+    level.capacity_bytes = int(round(est.capacity_bytes * scale / grid) * grid) if held else \
+        int(round(est.capacity_bytes * scale))
     low, high = est.interval_bytes
     level.capacity_low_bytes = int(math.floor(low * scale / grid) * grid)
     level.capacity_high_bytes = int(math.ceil(high * scale / grid) * grid)
