@@ -101,17 +101,18 @@ def plateau_level(name: str, scope: str, an: SweepAnalysis, i: int, simulated: b
 def with_capacity(level: Level, an: SweepAnalysis, k: int, scale: float, simulated: bool = False) -> Level:
     """Capacity and fall of step ``k`` of ``an`` (x scaled by ``scale`` to the level's units)."""
     est: CapacityEstimate = an.steps[k].estimate
-    # a cliff's C is its last size served whole, a size the sweep measured (a latency knee pulls it
-    # inside the gap to the next one, which tells nothing); any other fall's C is the fit's own: on
-    # the size grid it took up to half a step more error (the mi300x's L1, seed 2: +2.97% read +3.13%).
-    # The interval reaches out to the grid: it claims no finer than the sizes measured.
+    # a cliff's or a step's C is on the sweep's size grid: no point inside the fall says where in the
+    # gap to the next size it lies (a latency knee joined to it pulls it there, which tells nothing);
+    # any other fall's C is the fit's own: on the grid it took up to half a step more error (the
+    # mi300x's L1, seed 2: +2.97% read +3.13%). The interval reaches out to the grid.
     held = est.shape in CLIFF_SHAPES and est.high_bytes > est.low_bytes > 0
     grid = max(size_grid(an) * scale, 1.0)
-    level.capacity_bytes = int(round(est.capacity_bytes * scale / grid) * grid) if held else \
-        int(round(est.capacity_bytes * scale))
     low, high = est.interval_bytes
     level.capacity_low_bytes = int(math.floor(low * scale / grid) * grid)
     level.capacity_high_bytes = int(math.ceil(high * scale / grid) * grid)
+    unit = grid if held or est.shape == "step" else 1.0
+    c = int(round(est.capacity_bytes * scale / unit) * unit)
+    level.capacity_bytes = min(max(c, level.capacity_low_bytes), level.capacity_high_bytes)
     level.onset_bytes = int(round(est.onset_bytes * scale))
     level.half_hit_bytes = int(round(est.half_hit_bytes * scale)) if est.half_hit_bytes else None
     level.transition_width_octaves = round(est.width_octaves, 3)
