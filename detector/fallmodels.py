@@ -36,18 +36,19 @@ WAYS_SPAN, WAYS_GRID = 0.06, 41   # refine_ways' fine grid of ln C about the gri
 VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 
 
-def _candidates(win: FallWindow, model: HitModel) -> np.ndarray:
-    """ln C candidates: each measured size as the last one served whole (onset models), or a
-    grid across the window (smooth ones)."""
+def _candidates(win: FallWindow, model: HitModel, *, between: bool = False) -> np.ndarray:
+    """ln C candidates: each measured size as the last one served whole (onset models; with
+    ``between``, halfway from each to the next), or a grid across the window (smooth ones)."""
     if model.onset:
-        return win.x[:-1]
+        return (win.x[:-2] + win.x[1:-1]) / 2 if between else win.x[:-1]
     lo, hi = win.c_span
     return np.linspace(lo - 0.15, hi + 0.15, SMOOTH_GRID)
 
 
-def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
-    """The grid's best starts of one model (capacities apart), not yet polished."""
-    lnc = _candidates(win, model)
+def fit_model(win: FallWindow, model: HitModel, *, between: bool = False) -> list[ModelFit]:
+    """The grid's best starts of one model (capacities apart), not yet polished; ``between``: an
+    onset model's C halfway between measured sizes instead of at them."""
+    lnc = _candidates(win, model, between=between)
     R = np.exp(win.x[None, :] - lnc[:, None])
     thetas = model.thetas()
     if model.name in VECTORISED and len(thetas) > 1:
@@ -66,7 +67,8 @@ def fit_model(win: FallWindow, model: HitModel) -> list[ModelFit]:
         rss = _visible(win, thetas, rss, c1, c2)
     if model.onset:
         # every size up to C served whole: never past a run of points clearly missing
-        rss = np.where(win.served_whole()[:-1][None, :], rss, np.inf)
+        whole = win.served_whole()
+        rss = np.where((whole[:-2] & whole[1:-1] if between else whole[:-1])[None, :], rss, np.inf)
     best_rss = rss.min(axis=0)
     # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
     # residuals the right capacity can lose to a wrong one until its shape is fitted
