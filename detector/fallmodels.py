@@ -67,8 +67,9 @@ def fit_model(win: FallWindow, model: HitModel, *, between: bool = False) -> lis
         rss = _visible(win, thetas, rss, c1, c2)
     if model.onset:
         # every size up to C served whole: never past a run of points clearly missing
+        # (halfway past a size: the same sizes served whole as at it)
         whole = win.served_whole()
-        rss = np.where((whole[:-2] & whole[1:-1] if between else whole[:-1])[None, :], rss, np.inf)
+        rss = np.where((whole[:-2] if between else whole[:-1])[None, :], rss, np.inf)
     best_rss = rss.min(axis=0)
     # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
     # residuals the right capacity can lose to a wrong one until its shape is fitted
