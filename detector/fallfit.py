@@ -144,14 +144,18 @@ def _pool() -> ThreadPoolExecutor:
         return pool
 
 
-def _hopeful(win: FallWindow, model, starts: list[ModelFit], bar: float) -> bool:
-    """Whether a model's best start is within ``bar``; one whose C the points past it place is
-    also tried halfway between measured sizes (its polish moves C there, its grid cannot: a
-    16-way modulo L1 of 86016 B between sizes 85248 and 87040 scored 5x the hashed reading of
-    88641 B and was left out; physics node 81)."""
+def _hopeful(win: FallWindow, model, starts: list[ModelFit], bar: float) -> list[ModelFit]:
+    """A model's starts to polish: its grid's where the best is within ``bar``; for one whose C
+    the points past it place, else its starts inside the gaps between measured sizes, where
+    they are (its polish moves C there, its grid cannot: a 16-way modulo L1 of 86016 B between
+    sizes 85248 and 87040 scored 5x the hashed reading of 88641 B and was left out, physics
+    node 81; a random L1 of 147456 B 17% past the last size measured whole, physics GPU 208)."""
     if min(f.rss for f in starts) <= bar:
-        return True
-    return model.between_sizes and any(f.rss <= bar for f in fit_model(win, model, between=True))
+        return starts
+    if not model.between_sizes:
+        return []
+    inside = fit_model(win, model, between=True)
+    return inside if any(f.rss <= bar for f in inside) else []
 
 
 def _posterior(win: FallWindow, fits: list[ModelFit], sigma: float) -> tuple[np.ndarray, np.ndarray]:
@@ -205,8 +209,8 @@ def fit_fall(sizes, y, *, sigma_point: float, lower_shape=None, split: bool = Fa
     # points' own noise) keeps no weight however it is polished
     lead = min(f.rss for v in starts.values() for f in v)
     scale = max(max(sigma_point, 1e-3) ** 2, lead / win.x.size)   # the points' noise, or the misfit all share
-    fits = polish_models(win, [(chosen[k], v) for k, v in starts.items()
-                               if _hopeful(win, chosen[k], v, lead + HOPELESS * scale)])
+    kept = {k: _hopeful(win, chosen[k], v, lead + HOPELESS * scale) for k, v in starts.items()}
+    fits = polish_models(win, [(chosen[k], v) for k, v in kept.items() if v])
     if split:
         fits += [f for f in (fit_split(win, until_bytes=split_until_bytes, model=m) for m in SPLITS) if f is not None]
     if not fits:

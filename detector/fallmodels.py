@@ -32,23 +32,31 @@ class ModelFit:
 CLIFFS = ("cliff_tail", "cliff_shelf")   # models whose first shape parameter is the hits left at C
 REFINE_STARTS = 3       # grid candidates polished per model
 SMOOTH_GRID = 72        # candidate capacities of a smooth model across the window (ln size)
+BETWEEN_STEP = 0.01      # ln C steps of an onset model's candidates inside a gap between measured sizes
 WAYS_SPAN, WAYS_GRID = 0.06, 41   # refine_ways' fine grid of ln C about the grid's best (steps of 0.3%)
 VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}   # hit rates that broadcast over their parameters
 
 
-def _candidates(win: FallWindow, model: HitModel, *, between: bool = False) -> np.ndarray:
-    """ln C candidates: each measured size as the last one served whole (onset models; with
-    ``between``, halfway from each to the next), or a grid across the window (smooth ones)."""
+def _candidates(win: FallWindow, model: HitModel, *, between: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """ln C candidates, and for each the index of the last measured size at or below it: each
+    measured size as the last one served whole (onset models; with ``between``, sizes inside
+    each gap to the next, at most BETWEEN_STEP apart), or a grid across the window (smooth ones)."""
+    if model.onset and between:
+        gaps = np.diff(win.x[:-1])
+        parts = np.maximum(np.ceil(gaps / BETWEEN_STEP), 2).astype(int)
+        at = np.repeat(np.arange(gaps.size), parts - 1)
+        frac = np.concatenate([np.arange(1, k) / k for k in parts])
+        return win.x[at] + gaps[at] * frac, at
     if model.onset:
-        return (win.x[:-2] + win.x[1:-1]) / 2 if between else win.x[:-1]
+        return win.x[:-1], np.arange(win.x.size - 1)
     lo, hi = win.c_span
-    return np.linspace(lo - 0.15, hi + 0.15, SMOOTH_GRID)
+    return np.linspace(lo - 0.15, hi + 0.15, SMOOTH_GRID), None
 
 
 def fit_model(win: FallWindow, model: HitModel, *, between: bool = False) -> list[ModelFit]:
     """The grid's best starts of one model (capacities apart), not yet polished; ``between``: an
-    onset model's C halfway between measured sizes instead of at them."""
-    lnc = _candidates(win, model, between=between)
+    onset model's C inside the gaps between measured sizes instead of at them."""
+    lnc, at = _candidates(win, model, between=between)
     R = np.exp(win.x[None, :] - lnc[:, None])
     thetas = model.thetas()
     if model.name in VECTORISED and len(thetas) > 1:
@@ -67,9 +75,8 @@ def fit_model(win: FallWindow, model: HitModel, *, between: bool = False) -> lis
         rss = _visible(win, thetas, rss, c1, c2)
     if model.onset:
         # every size up to C served whole: never past a run of points clearly missing
-        # (halfway past a size: the same sizes served whole as at it)
-        whole = win.served_whole()
-        rss = np.where((whole[:-2] if between else whole[:-1])[None, :], rss, np.inf)
+        # (past a size, inside the gap to the next: the same sizes served whole as at it)
+        rss = np.where(win.served_whole()[at][None, :], rss, np.inf)
     best_rss = rss.min(axis=0)
     # the grid's best few (at capacities apart) each polished: on a coarse shape grid with capped
     # residuals the right capacity can lose to a wrong one until its shape is fitted

@@ -92,19 +92,23 @@ def test_a_modulo_fall_places_its_capacity_between_measured_sizes():
     assert est.low_bytes <= C <= est.high_bytes
 
 
-def test_a_modulo_fall_between_measured_sizes_is_not_left_out_before_its_polish():
-    """Physics GPU 81 (seed 8): a tree-PLRU L1 of 86016 B in 16-way modulo sets, C between the
-    measured sizes 85248 and 87040. Held at either, the modulo model scored 5x the hashed-set
-    reading and was left out before its polish, which would have placed C in the gap: the L1 read
-    88641 B (+3.05%, saying 0.08%), the one GPU of a node of eight identical ones flagged.
-    SIMULATED (tests/physics_generator.py)."""
+@pytest.mark.parametrize("k, seed, shape", [(81, 8, "cliff, sets overflowing"), (208, 2, "random-replacement tail")])
+def test_an_onset_between_measured_sizes_is_not_left_out_before_its_polish(k, seed, shape):
+    """Models whose C the points past it place, held at measured sizes on their grid, were left
+    out before the polish that would have placed C between them. Physics GPU 81 (seed 8): a
+    tree-PLRU L1 of 86016 B in 16-way modulo sets between the measured sizes 85248 and 87040
+    read 88641 B as a hashed fall's middle (+3.05%, saying 0.08%), the one GPU of a node of eight
+    identical ones flagged. GPU 208 (seed 2): a random-replacement L1 of 147456 B, the last size
+    measured whole 17% under it and the next one already 5% missing, read 150528 B as a cliff
+    (+2.08%, saying 0.05%, its interval 149504-151296 B). SIMULATED (tests/physics_generator.py)."""
     import physics_generator
     from detect_caches.measure.session import SessionOptions
     from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
     from detect_caches.pipeline.sweep_detect import sweep_and_detect
-    spec = dict(physics_generator.draw_gpu(81), seed=8)
+    spec = dict(physics_generator.draw_gpu(k), seed=seed)
     _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
     truth = dict(physics_generator.expected_levels(spec))["L1"]
     l1 = next(lv for lv in det.levels if lv.name == "L1")
     assert abs(l1.capacity_bytes / truth - 1) < 0.01, (l1.capacity_bytes, l1.fall_shape)
-    assert l1.fall_shape.startswith("cliff, sets overflowing")
+    assert l1.capacity_low_bytes <= truth <= l1.capacity_high_bytes
+    assert l1.fall_shape.startswith(shape)
