@@ -39,8 +39,9 @@ VECTORISED = {"modulo", "cliff_tail", "cliff_shelf", "plru", "hashed", "ways"}  
 
 def _candidates(win: FallWindow, model: HitModel, *, between: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """ln C candidates, and for each the index of the last measured size at or below it: each
-    measured size as the last one served whole (onset models; with ``between``, sizes inside
-    each gap to the next, at most BETWEEN_STEP apart), or a grid across the window (smooth ones)."""
+    measured size but the last as the last one served whole (onset models; with ``between``,
+    sizes inside each gap between them, at most BETWEEN_STEP apart), or a grid across the window
+    (smooth ones)."""
     if model.onset and between:
         gaps = np.diff(win.x[:-1])
         parts = np.maximum(np.ceil(gaps / BETWEEN_STEP), 2).astype(int)
