@@ -102,13 +102,10 @@ def test_an_onset_between_measured_sizes_is_not_left_out_before_its_polish(k, se
     measured whole 17% under it and the next one already 5% missing, read 150528 B as a cliff
     (+2.08%, saying 0.05%, its interval 149504-151296 B). SIMULATED (tests/physics_generator.py)."""
     import physics_generator
-    from detect_caches.measure.session import SessionOptions
-    from detect_caches.measure.sim.simulated import SimulatedGPU, parse_profile
-    from detect_caches.pipeline.sweep_detect import sweep_and_detect
+    from sim_runs import result_of
     spec = dict(physics_generator.draw_gpu(k), seed=seed)
-    _, det, _ = sweep_and_detect(SimulatedGPU(parse_profile(spec)), MeasurementLog(None), SessionOptions(peak_budget=0))
     truth = dict(physics_generator.expected_levels(spec))["L1"]
-    l1 = next(lv for lv in det.levels if lv.name == "L1")
-    assert abs(l1.capacity_bytes / truth - 1) < 0.01, (l1.capacity_bytes, l1.fall_shape)
-    assert l1.capacity_low_bytes <= truth <= l1.capacity_high_bytes
-    assert l1.fall_shape.startswith(shape)
+    l1 = next(lv for lv in result_of(spec)["levels"] if lv["name"] == "L1")
+    assert abs(l1["capacity_bytes"] / truth - 1) < 0.01, (l1["capacity_bytes"], l1["fall_shape"])
+    assert l1["capacity_low_bytes"] <= truth <= l1["capacity_high_bytes"]
+    assert l1["fall_shape"].startswith(shape)
