@@ -145,11 +145,12 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _hopeful(win: FallWindow, model, starts: list[ModelFit], bar: float) -> list[ModelFit]:
-    """A model's starts to polish: its grid's where the best is within ``bar``; for one whose C
-    the points past it place, else its starts inside the gaps between measured sizes, where
-    they are (its polish moves C there, its grid cannot: a 16-way modulo L1 of 86016 B between
-    sizes 85248 and 87040 scored 5x the hashed reading of 88641 B and was left out, physics
-    node 81; a random L1 of 147456 B 17% past the last size measured whole, physics GPU 208)."""
+    """A model's starts to polish (none: it is left out): its grid's, where the best is within
+    ``bar``; else, for a model whose C the points past it place, its starts inside the gaps
+    between measured sizes, where one is within ``bar`` (its polish moves C there, its grid
+    cannot: a 16-way modulo L1 of 86016 B between sizes 85248 and 87040 scored 5x the hashed
+    reading of 88641 B and was left out, physics node 81; so was a random L1 of 147456 B 17%
+    past the last size measured whole, physics GPU 208)."""
     if min(f.rss for f in starts) <= bar:
         return starts
     if not model.between_sizes:
