@@ -76,18 +76,27 @@ def split(r: dict) -> dict:
              "start-up, all (process start to first measurement)": m.get("process_seconds_before_measuring"),
              "of the stages below, compiling or loading kernels on first launches": m.get("compile_seconds"),
              **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
-             "latency sweep": lat.get("seconds"), "latency probes": lat.get("probe_seconds"),
+             "latency sweep": lat.get("seconds"),
+             "refining (more points where an interval stayed wide or noise kept a fall from repeating)":
+                 (m.get("interval_refine") or {}).get("seconds"),
+             "of the stage above, the precision readings": (m.get("precision_readings") or {}).get("seconds"),
+             "latency probes": lat.get("probe_seconds"),
              "peak probes": (m.get("peak_probes") or {}).get("seconds"),
              "analysis": m.get("analysis_seconds"),
              "of the stages above, the bandwidth sweeps' analysis beside the latency sweep":
                  m.get("analysis_beside_seconds")}
     parts = {k: v for k, v in parts.items() if v is not None}
-    measured = sum(v for k, v in parts.items() if not k.startswith(("start-up: ", "of the stages")))
+    measured = sum(v for k, v in parts.items() if not k.startswith(("start-up: ", "of the stage")))
+    plot = m.get("plot") or {}
+    if plot.get("waited_seconds") is not None:
+        parts["waiting on the plot (rendered beside the probes; its render alone below)"] = plot["waited_seconds"]
+        parts["of the stages above, the plot's render (beside the probes, then waited on)"] = plot.get("render_seconds")
+        measured += plot["waited_seconds"]
     if "_written_s" in r:
-        parts["writing the files, waiting on the plot"] = round(r["_written_s"] - measured, 3)
+        parts["writing the files" + ("" if plot else ", waiting on the plot")] = round(r["_written_s"] - measured, 3)
         parts["process exit (after the last file)"] = round(r["_wall_s"] - r["_written_s"], 3)
     else:
-        parts["the rest (writing, waiting on the plot, exit)"] = round(r["_wall_s"] - measured, 3)
+        parts["the rest (writing" + ("" if plot else ", waiting on the plot") + ", exit)"] = round(r["_wall_s"] - measured, 3)
     return parts
 
 

@@ -221,7 +221,7 @@ def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budg
         rows = 1 if sweep == "private" else config.rows(meter.device.facts.compute_units)
         sizes = sorted({round_to_granule(x / rows) for x in xs if x > 0})
         plans.append((config, [size for size in sizes for _ in range(repeats)]))
-    used = 0
+    used, t = 0, time.perf_counter()
     for (config, sizes), share in zip(plans, _shares([len(p[1]) for p in plans], budget)):
         for size in sizes[:share]:
             m = meter.measure(config, size, phase="refine")
@@ -230,8 +230,10 @@ def refine_intervals(session: SessionReport, requests, log: MeasurementLog, budg
             if on_point is not None:
                 on_point(m)
     session.records = log.records
-    session.method["interval_refine"] = {"measurements": session.method.get("interval_refine", {}).get(
-        "measurements", 0) + used}
+    # measuring time only (the analyses between rounds count as analysis): the run's split
+    done = session.method.get("interval_refine", {})
+    session.method["interval_refine"] = {"measurements": done.get("measurements", 0) + used,
+                                         "seconds": round(done.get("seconds", 0.0) + time.perf_counter() - t, 3)}
     return used
 
 

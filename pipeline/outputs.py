@@ -96,11 +96,16 @@ def write_result_files(out: Path, result: dict, detection, plot_title: str, *, p
     from detect_caches.reports.atomic import write_bytes_atomic, write_text_atomic
     from detect_caches.reports.markdown import render_report
     from detect_caches.reports.result_json import dumps, validate_result
+    png = None
+    if plot_future is not None:     # the run's split: how long the plot took, and was waited on
+        t = time.perf_counter()
+        png = plot_future.result()
+        result.setdefault("method", {})["plot"] = {"render_seconds": getattr(plot_future, "render_seconds", None),
+                                                   "waited_seconds": round(time.perf_counter() - t, 3)}
     text = dumps(result)
     validate_result(json.loads(text), "the result")    # an internal fault, if it fails (not the user's)
     report = render_report(result)
     try:
-        png = plot_future.result() if plot_future is not None else None
         if png is None:
             from detect_caches.reports.plot import render_plot
             png = render_plot(detection, plot_title, vendor=result["device"].get("vendor"))

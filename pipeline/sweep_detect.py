@@ -77,6 +77,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
     # analysis after them all (an analysis a round put a pass each on the run's path)
     from detect_caches.detector.precision import noisy_falls
     measured = asked = 0
+    t = time.perf_counter()
     for sweep in ("shared", "private"):   # a per-SM/CU fall gets what the device falls left
         requests = noisy_falls(detection, sweep=sweep)
         asked += len(requests)
@@ -87,6 +88,9 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
                 break
             measured += got
     if measured:
+        # a part of interval_refine's measurements and seconds: the run's split names it
+        session.method["precision_readings"] = {"falls": asked, "measurements": measured,
+                                                "seconds": round(time.perf_counter() - t, 3)}
         LOG.info("measured %d noisy fall(s) again: %d measurements", asked, measured)
         t = time.perf_counter()
         detection = analyse(session.records, device.facts, memo)

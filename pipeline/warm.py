@@ -3,6 +3,7 @@ first-call costs, matplotlib's fonts, and the plot itself."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 
 
@@ -26,13 +27,17 @@ def _warm_up() -> Future:
 
 
 def _render_later(detection, title: str, vendor: str | None = None) -> Future:
-    """The plot, rendered in a thread while the probes run (they add no points to its curves)."""
+    """The plot, rendered in a thread while the probes run (they add no points to its curves);
+    the future's ``render_seconds`` says how long it took."""
     fut: Future = Future()
 
     def work():
         try:
             from detect_caches.reports.plot import render_plot
-            fut.set_result(render_plot(detection, title, vendor=vendor))
+            t = time.perf_counter()
+            png = render_plot(detection, title, vendor=vendor)
+            fut.render_seconds = round(time.perf_counter() - t, 3)   # the run's split (method.plot)
+            fut.set_result(png)
         except BaseException as exc:
             fut.set_exception(exc)
     threading.Thread(target=work, name="detect-caches-plot", daemon=True).start()
