@@ -28,7 +28,9 @@ e0a041b (h100-card-23; the fourteenth session, a smooth fall's C written to the 
 x3, L2 52.24 / 48.83 / 51.22 MiB. A twenty-fifth, GPU-79c5ceb7, at d344b23 (h100-card-24; the
 fifteenth session, onset models tried inside the gaps between measured sizes): L1 221 KiB x3, L2
 52.05 / 52.88 / 50.75 MiB. A twenty-sixth, GPU-45d8773c, at 4692854 (h100-card-25; the sixteenth
-session, lent for an H200 again): L1 221 KiB x3, L2 50.11 / 52.89 / 49.93 MiB."""
+session, lent for an H200 again): L1 221 KiB x3, L2 50.11 / 52.89 / 49.93 MiB. A twenty-seventh,
+GPU-5d5ddbce, at c8b9c43 (h100-card-26; the run's split naming its refining): L1 221 KiB x3, L2
+52.22 / 52.93 / 54.01 MiB."""
 import functools
 import json
 
@@ -117,7 +119,8 @@ def _written(card, run):
                                        ("h100-card-22", "run1"), ("h100-card-22", "run2"), ("h100-card-22", "run3"),
                                        ("h100-card-23", "run1"), ("h100-card-23", "run2"), ("h100-card-23", "run3"),
                                        ("h100-card-24", "run1"), ("h100-card-24", "run2"), ("h100-card-24", "run3"),
-                                       ("h100-card-25", "run1"), ("h100-card-25", "run2"), ("h100-card-25", "run3")])
+                                       ("h100-card-25", "run1"), ("h100-card-25", "run2"), ("h100-card-25", "run3"),
+                                       ("h100-card-26", "run1"), ("h100-card-26", "run2"), ("h100-card-26", "run3")])
 def test_the_later_cards_read_again_as_written(card, run):
     """Re-analysed, each run gives the levels its own analysis wrote: L1 221 KiB, a cliff; the L2
     to the byte on the sweep's grid, a hashed-set fall."""
@@ -149,7 +152,8 @@ def test_the_runs_of_card_17_that_agree_find_no_drift():
 
 
 @pytest.mark.parametrize("card", ("h100-card-18", "h100-card-19", "h100-card-20", "h100-card-21", "h100-card-22",
-                                  "h100-card-23", "h100-card-24", "h100-card-25"))
+                                  "h100-card-23", "h100-card-24", "h100-card-25",
+                                  "h100-card-26"))
 def test_no_two_runs_of_the_later_cards_flag_each_other(card):
     assert [_drifted(card, a, b) for a, b in (("run1", "run2"), ("run1", "run3"), ("run2", "run3"))] == [[], [], []]
 
