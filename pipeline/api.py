@@ -232,7 +232,9 @@ def _after_measuring(device, opts, out, base, session, detection, analysis_s, pl
     _reach(session)
     session.method["timing"] = opts.timing
     session.method["analysis_seconds"] = round(analysis_s, 3)
-    session.method["process_seconds_before_measuring"] = round(t0 - T0, 3)
+    # to the measuring's own start (the meter's clock, measurements.csv's t_s), not this call's:
+    # what runs between them (the sweeps' set-up) is start-up in the run's split
+    session.method["process_seconds_before_measuring"] = round(getattr(session.meter, "t0", t0) - T0, 3)
     if getattr(device, "startup_seconds", None):
         session.method["startup_seconds"] = device.startup_seconds
     if getattr(device, "precompile_seconds", None) is not None or getattr(device, "precompile_error", ""):

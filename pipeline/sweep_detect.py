@@ -30,10 +30,12 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
     ``before_detect`` runs once the sweeps are done (the latency sweep: its points are analysed
     with the rest); ``polisher``: worker processes the fits' polishes go to (pipeline.fitpool),
     or None to polish here."""
-    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import LATENCY_PROBE_SHARE, characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
+    # the analysis stack (scipy, ruptures: 1-3 s) only now: a thread imports it while the GPU
+    # measures (pipeline.warm); imported before the sweeps, it held back the first measurement
+    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     memo = Memo()      # a sweep the refining round adds nothing to is not analysed again
 
     def analyse(records, facts, memo):

@@ -1,6 +1,6 @@
-"""The run's split (benchmarks/bench_detect.py) names the refining and precision readings' time,
-which it once left in "writing the files, waiting on the plot", and the plot's wait apart from
-the writing (SIMULATED, each reading slowed by DELAY_S)."""
+"""The run's timeline and its split (benchmarks/bench_detect.py): the refining and precision
+readings' time and the plot's wait named apart from the writing, where the split once counted
+them, and nothing heavy imported before the first measurement (SIMULATED)."""
 import json
 import time
 
@@ -39,3 +39,36 @@ def test_the_split_names_the_refining_the_precision_readings_and_the_plot(monkey
     assert parts["waiting on the plot (rendered beside the probes; its render alone below)"] == plot["waited_seconds"]
     # what the stages leave of the wall time is the rest (the sweeps' seconds hold no refining)
     assert 0 <= parts["the rest (writing, exit)"] < wall - refine["seconds"]
+
+
+FIRST_POINT = """
+import runpy, sys
+from detect_caches.measure.point import PointMeter
+measure, seen = PointMeter.measure, []
+def first(self, *a, **k):
+    if not seen:
+        seen.append(1)
+        print("IMPORTED", sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+    return measure(self, *a, **k)
+PointMeter.measure = first
+sys.argv = ["detect-caches"] + sys.argv[1:]
+runpy.run_module("detect_caches", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_first_measurement_waits_on_no_analysis_import(tmp_path):
+    """The analysis stack (scipy, ruptures; 1-3 s) is imported by a thread while the GPU measures
+    (pipeline.warm): sweep_and_detect imported it before its sweeps, 1.8-2.9 s before the first
+    measurement on an H100 (cards 25 and 26), which the run's split counted as writing the files."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    heavy = ("detect_caches.detector.analyze", "ruptures", "scipy.optimize")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", FIRST_POINT.format(heavy=heavy), "--simulate", "h200",
+                           "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("IMPORTED"))
+    assert line == "IMPORTED []", line
