@@ -163,11 +163,14 @@ def _measure_and_write_pooled(device, opts, out, base, progress, tolerances: dic
     def latency_then_warm(session):
         if opts.latency_budget:
             measure_latency(session, device, log, opts, on_point)
+        t = time.perf_counter()
         try:
             if warm:
                 warm[0].result(timeout=60)
         except Exception:
             pass
+        # the imports and fonts the sweeps did not hide (the run's split)
+        session.method["warm_up_wait_seconds"] = round(time.perf_counter() - t, 3)
     try:
         session, detection, analysis_s = sweep_and_detect(device, log, opts, on_point,
                                                           before_detect=latency_then_warm, polisher=pool)
