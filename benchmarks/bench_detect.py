@@ -77,7 +77,7 @@ def split(r: dict) -> dict:
              "of the stages below, compiling or loading kernels on first launches": m.get("compile_seconds"),
              **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
              "latency sweep": lat.get("seconds"),
-             "waiting on the analysis and plot imports (a thread's, beside the sweeps)": m.get("warm_up_wait_seconds"),
+             "waiting on the plotting imports and fonts (a thread's, beside the latency sweep)": m.get("warm_up_wait_seconds"),
              "refining (more points where an interval stayed wide or noise kept a fall from repeating)":
                  (m.get("interval_refine") or {}).get("seconds"),
              "of the stage above, the precision readings": (m.get("precision_readings") or {}).get("seconds"),

@@ -154,13 +154,13 @@ def _measure_and_write_pooled(device, opts, out, base, progress, tolerances: dic
         progress.plan(planned(device, opts))
 
     def on_point(m):
-        # imports and fonts warm up once the first point is in: the first launch (Triton's set-up)
-        # runs alone, on the path to everything else
-        if not warm:
-            warm.append(_warm_up())
         if progress is not None:
             progress(m)
     def latency_then_warm(session):
+        # the plotting imports and fonts warm up beside the latency sweep, timed by the kernel's
+        # own clock, as the analysis beside it (pipeline.sweep_detect): a thread importing beside
+        # the bandwidth sweeps takes the interpreter from their timed launches
+        warm.append(_warm_up())
         if opts.latency_budget:
             measure_latency(session, device, log, opts, on_point)
         t = time.perf_counter()

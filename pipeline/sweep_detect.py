@@ -33,9 +33,6 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
     from detect_caches.detector.memo import Memo
     from detect_caches.measure.session import LATENCY_PROBE_SHARE, characterize as sweep, refine_intervals
     session = sweep(device, log, opts, on_point=on_point)
-    # the analysis stack (scipy, ruptures: 1-3 s) only now: a thread imports it while the GPU
-    # measures (pipeline.warm); imported before the sweeps, it held back the first measurement
-    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     memo = Memo()      # a sweep the refining round adds nothing to is not analysed again
 
     def analyse(records, facts, memo):
@@ -46,7 +43,9 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
     beside = None
     if before_detect is not None:
         # the bandwidth sweeps are analysed while the GPU runs the latency sweep (it adds no
-        # points to them): the pass after it finds them in the memo
+        # points to them): the pass after it finds them in the memo; that thread imports the
+        # analysis stack (scipy, ruptures: 1-3 s) too, which on the path held back the first
+        # measurement and beside the bandwidth sweeps spoilt some of their timed points
         beside = AnalysisBeside(list(session.records), device.facts, memo, analyse)
         before_detect(session)
     t = time.perf_counter()
@@ -54,6 +53,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
         beside.join()
         session.method["analysis_beside_seconds"] = round(beside.seconds, 3)
     detection = analyse(session.records, device.facts, memo)
+    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
              ", ".join(lv.name for lv in detection.levels), seconds)

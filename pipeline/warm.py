@@ -1,5 +1,6 @@
-"""Work done in threads while the GPU measures: the analysis and plotting imports, the fits'
-first-call costs, matplotlib's fonts, and the plot itself."""
+"""Work done in threads while the GPU measures: the plotting imports and matplotlib's fonts, and
+the plot itself (the analysis stack is imported by the analysis beside the latency sweep:
+pipeline.sweep_detect.AnalysisBeside)."""
 from __future__ import annotations
 
 import threading
@@ -8,15 +9,12 @@ from concurrent.futures import Future
 
 
 def _warm_up() -> Future:
-    """Import the analysis and plotting stacks and set up matplotlib's fonts in a thread, while
-    the GPU measures (the main thread waits on the GPU with the GIL released)."""
+    """Import the plotting stack and set up matplotlib's fonts in a thread, while the GPU
+    measures (the main thread waits on the GPU with the GIL released)."""
     fut: Future = Future()
 
     def work():
         try:
-            import detect_caches.detector.analyze  # noqa: F401  (scipy, ruptures)
-            from detect_caches.detector.fallfit import warm
-            warm()      # the fits' tables and first calls: 0.1 s off the first analysis
             from detect_caches.reports.plot import warm_fonts
             warm_fonts()
             fut.set_result(True)

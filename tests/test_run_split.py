@@ -46,23 +46,31 @@ def test_the_split_names_the_refining_the_precision_readings_and_the_plot(monkey
 
 FIRST_POINT = """
 import runpy, sys
+from detect_caches.measure import session
 from detect_caches.measure.point import PointMeter
-measure, seen = PointMeter.measure, []
+measure, sweeps, seen = PointMeter.measure, session.characterize, []
 def first(self, *a, **k):
     if not seen:
         seen.append(1)
         print("IMPORTED", sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
     return measure(self, *a, **k)
-PointMeter.measure = first
+def swept(*a, **k):
+    out = sweeps(*a, **k)
+    print("SWEPT", sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
+    return out
+PointMeter.measure, session.characterize = first, swept
 sys.argv = ["detect-caches"] + sys.argv[1:]
 runpy.run_module("detect_caches", run_name="__main__", alter_sys=True)
 """
 
 
-def test_the_first_measurement_waits_on_no_analysis_import(tmp_path):
-    """The analysis stack (scipy, ruptures; 1-3 s) is imported by a thread while the GPU measures
-    (pipeline.warm): sweep_and_detect imported it before its sweeps, 1.8-2.9 s before the first
-    measurement on an H100 (cards 25 and 26), which the run's split counted as writing the files."""
+def test_the_bandwidth_sweeps_wait_on_no_analysis_import(tmp_path):
+    """The analysis stack (scipy, ruptures; 1-3 s) is imported by the analysis beside the latency
+    sweep, whose timing is the kernel's own clock: sweep_and_detect imported it before its
+    sweeps, 1.8-2.9 s before the first measurement on an H100 (cards 25 and 26), which the run's
+    split counted as writing the files; a thread importing it beside the bandwidth sweeps took
+    the interpreter from their timed launches (on one H100, 15-32 of their points measured again
+    against 11-15)."""
     import os
     import subprocess
     import sys
@@ -73,5 +81,5 @@ def test_the_first_measurement_waits_on_no_analysis_import(tmp_path):
                            "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(root)), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("IMPORTED"))
-    assert line == "IMPORTED []", line
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith(("IMPORTED", "SWEPT"))]
+    assert said == ["IMPORTED []", "SWEPT []"], said
