@@ -73,16 +73,18 @@ def split(r: dict) -> dict:
     sweeps = m.get("sweeps", {})
     lat = m.get("latency") or {}
     parts = {**{f"start-up: {k}": v for k, v in (m.get("startup_seconds") or {}).items()},
-             "start-up, all (process start to first measurement)": m.get("process_seconds_before_measuring"),
+             "start-up, all (process start to the measuring's start)": m.get("process_seconds_before_measuring"),
              "of the stages below, compiling or loading kernels on first launches": m.get("compile_seconds"),
              **{f"{k} sweep": v.get("seconds") for k, v in sweeps.items()},
              "latency sweep": lat.get("seconds"),
-             "waiting on the plotting imports and fonts (a thread's, beside the latency sweep)": m.get("warm_up_wait_seconds"),
+             "waiting on the warm-up thread (plotting and analysis imports, fonts; beside the latency sweep)":
+                 m.get("warm_up_wait_seconds"),
              "refining (more points where an interval stayed wide or noise kept a fall from repeating)":
                  (m.get("interval_refine") or {}).get("seconds"),
              "of the stage above, the precision readings": (m.get("precision_readings") or {}).get("seconds"),
              "latency probes": lat.get("probe_seconds"),
              "peak probes": (m.get("peak_probes") or {}).get("seconds"),
+             "carveout sweeps": (m.get("carveouts") or {}).get("seconds"),
              "analysis": m.get("analysis_seconds"),
              "of the stages above, the bandwidth sweeps' analysis beside the latency sweep":
                  m.get("analysis_beside_seconds")}

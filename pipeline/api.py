@@ -79,6 +79,7 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
     tolerances, written 3% or 0.03, compare's defaults when None, and ``fail_on``) is in
     ``result.data['comparison']``. ``result.doubts`` says why the result may be incomplete."""
     opts = options or Options(**kwargs)
+    _analysis_installed()
     session_opts = opts.session()
     tolerances = _tolerances(capacity_tol, bandwidth_tol, latency_tol, fail_on)
     device = device or open_device(gpu, simulate)
@@ -106,6 +107,15 @@ def characterize(gpu: int | None = 0, *, simulate: str | None = None, out=None, 
         if out_path is not None:
             from detect_caches.pipeline.outputs import release
             release(out_path)
+
+
+def _analysis_installed() -> None:
+    """The analysis stack is imported beside the latency sweep, after the bandwidth sweeps: a
+    package of it that is missing is said before anything is measured."""
+    from importlib.util import find_spec
+    missing = next((name for name in ("scipy", "ruptures") if find_spec(name) is None), None)
+    if missing:
+        raise ImportError(f"No module named {missing!r}", name=missing)
 
 
 _SWITCH = {"lock": threading.Lock(), "depth": 0, "saved": 0.005}
@@ -157,10 +167,11 @@ def _measure_and_write_pooled(device, opts, out, base, progress, tolerances: dic
         if progress is not None:
             progress(m)
     def latency_then_warm(session):
-        # the plotting imports and fonts warm up beside the latency sweep, timed by the kernel's
+        # the plotting stack and fonts warm up beside the latency sweep, timed by the kernel's
         # own clock, as the analysis beside it (pipeline.sweep_detect): a thread importing beside
         # the bandwidth sweeps takes the interpreter from their timed launches
-        warm.append(_warm_up())
+        if out:
+            warm.append(_warm_up())
         if opts.latency_budget:
             measure_latency(session, device, log, opts, on_point)
         t = time.perf_counter()
@@ -190,6 +201,9 @@ def _measure_and_write_pooled(device, opts, out, base, progress, tolerances: dic
     except KeyboardInterrupt:
         _close(log)
         raise InputError(_kept("interrupted", log, out)) from None
+    except ImportError as exc:        # the analysis stack, imported after the sweeps, broken
+        _close(log)
+        raise ImportError(_kept(str(exc), log, out), name=exc.name) from None
     except DetectCachesError as exc:
         _close(log)
         raise type(exc)(_kept(str(exc), log, out, ";")) from None

@@ -1,5 +1,6 @@
 """Work done in threads while the GPU runs the latency sweep and the probes: the plotting imports
-and matplotlib's fonts, and the plot itself."""
+(matplotlib, and through reports.plot the detector's levels: much of the analysis stack, which
+the analysis beside the latency sweep imports too) and matplotlib's fonts, and the plot itself."""
 from __future__ import annotations
 
 import threading
@@ -8,15 +9,12 @@ from concurrent.futures import Future
 
 
 def _warm_up() -> Future:
-    """Import the analysis and plotting stacks and set up matplotlib's fonts in a thread, while
-    the GPU runs the latency sweep (the main thread waits on the GPU with the GIL released)."""
+    """Import the plotting stack and set up matplotlib's fonts in a thread, while the GPU runs
+    the latency sweep (the main thread waits on the GPU with the GIL released)."""
     fut: Future = Future()
 
     def work():
         try:
-            # the analysis stack first, as the analysis beside imports it: the two threads then
-            # take the import locks in one order (the plot module imports the detector's levels)
-            import detect_caches.detector.analyze  # noqa: F401
             from detect_caches.reports.plot import warm_fonts
             warm_fonts()
             fut.set_result(True)

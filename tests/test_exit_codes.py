@@ -196,3 +196,31 @@ def test_a_missing_module_is_still_named_as_one(monkeypatch, capsys):
     assert cli.main(["--simulate", "h200"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot import ruptures" in err[0]
+
+
+def test_a_missing_analysis_package_is_said_before_anything_is_measured(tmp_path):
+    """The analysis stack is imported after the bandwidth sweeps (beside the latency sweep): a
+    package of it that is not installed is named before the first measurement, not after them."""
+    code = ("import sys, runpy, importlib.util as u; find = u.find_spec; "
+            "u.find_spec = lambda name, *a: None if name == 'ruptures' else find(name, *a); "
+            "sys.argv = ['detect_caches', '--simulate', 'h200', '--out', 'run', '--quiet']; "
+            "runpy.run_module('detect_caches', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env(),
+                          cwd=tmp_path)
+    one_line(proc, 2, "cannot import ruptures")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_analysis_import_that_fails_after_the_sweeps_keeps_the_measurements(tmp_path):
+    """A broken module of the analysis stack fails only once the sweeps are done: the line says
+    where their measurements are."""
+    site = tmp_path / "site"          # not the working folder, which the command line puts last
+    (site / "ruptures").mkdir(parents=True)
+    (site / "ruptures" / "__init__.py").write_text("raise ImportError('a broken ruptures', name='ruptures')\n")
+    env = dict(_env(), PYTHONPATH=f"{site}{os.pathsep}{ROOT}")
+    proc = subprocess.run([sys.executable, "-m", "detect_caches", "--simulate", "h200", "--out", "run", "--quiet"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    one_line(proc, 2, "cannot import ruptures")
+    assert "measurements taken are kept in" in proc.stderr
+    rows = (tmp_path / "run" / "measurements.csv").read_text().splitlines()
+    assert len(rows) > 100, len(rows)

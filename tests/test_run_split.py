@@ -75,7 +75,7 @@ def test_the_bandwidth_sweeps_wait_on_no_analysis_import(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
-    heavy = ("detect_caches.detector.analyze", "ruptures", "scipy.optimize")
+    heavy = ("detect_caches.detector.analyze", "ruptures", "scipy.optimize", "matplotlib")
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run([sys.executable, "-c", FIRST_POINT.format(heavy=heavy), "--simulate", "h200",
                            "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True,
