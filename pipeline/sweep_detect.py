@@ -53,7 +53,6 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
         beside.join()
         session.method["analysis_beside_seconds"] = round(beside.seconds, 3)
     detection = analyse(session.records, device.facts, memo)
-    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     seconds = time.perf_counter() - t
     LOG.info("analysis of %d measurements: %s (%.2f s)", len(session.records),
              ", ".join(lv.name for lv in detection.levels), seconds)
@@ -62,6 +61,7 @@ def sweep_and_detect(device, log, opts, on_point=None, *, before_detect=None, po
     # moved the fall (an H200's L1, wide from its aliasing dip, gained nothing but a pass); they
     # end when no interval asks, and never take what the peak probes and, after a latency sweep,
     # its sector and line probes are owed (the budget is a ceiling on the whole run)
+    from detect_caches.detector.analyze import (STILL_NOISY, STILL_UNCERTAIN, UNCERTAIN, uncertain_falls)
     owed = opts.peak_budget + (LATENCY_PROBE_SHARE if any(r.sweep == "chase" for r in log.records) else 0)
     for k, (wider_than, noisier_than) in enumerate(((UNCERTAIN, 0.0),) + ((STILL_UNCERTAIN, STILL_NOISY),) * (ROUNDS - 1)):
         budget = min(REFINE_BUDGET, max(0, opts.budget - owed - len(log.records)))
