@@ -63,7 +63,9 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None, o
         if overwrite and isinstance(measurements, (str, Path)) and \
                 Path(measurements).resolve().parent == Path(out).resolve():
             raise InputError("overwrite would replace the measurements being analyzed; write into another out=")
+        made = not Path(out).exists()
         out_path = claim_out_dir(Path(out), overwrite=overwrite)
+    written = False
     try:
         from detect_caches.detector.analyze import detect_levels
         from detect_caches.detector.carveouts import launch_carveout, recorded_launch
@@ -72,12 +74,17 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None, o
         detection = detect_levels(records, facts)
         carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
                                    _l1_bytes(detection), facts)
-        return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
-                       time.perf_counter() - t0, carveout=carveout)
+        result = _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
+                         time.perf_counter() - t0, carveout=carveout)
+        written = True
+        return result
     finally:
         if out_path is not None:
-            from detect_caches.pipeline.outputs import release
-            release(out_path)
+            from detect_caches.pipeline.outputs import abandon, release
+            if written:
+                release(out_path)
+            else:
+                abandon(out_path, made=made)
 
 
 def _as_result(x) -> dict:

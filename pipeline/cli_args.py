@@ -42,3 +42,19 @@ def bounded(hi: int):
             raise argparse.ArgumentTypeError(f"must be at most {hi}, got {text}")
         return value
     return parse
+
+
+def warps(text: str) -> int:
+    """Warps per program: a power of two from 1 to 32 (what a Triton launch takes)."""
+    value = bounded(32)(text)
+    if value & (value - 1):
+        raise argparse.ArgumentTypeError(f"must be a power of two from 1 to 32, got {text}")
+    return value
+
+
+def file_prefix(text: str) -> str:
+    """A file name's prefix: no folder in it, so the files land where --results-dir says."""
+    name = text.strip()
+    if not name or name in (".", "..") or any(c in name for c in '/\\\0') or len(name) > 100:
+        raise argparse.ArgumentTypeError(f"must be a file name prefix (no '/', at most 100 characters), got {text!r}")
+    return name

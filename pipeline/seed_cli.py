@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from detect_caches.errors import InputError
-from detect_caches.pipeline.cli_args import Parser, block, bounded
+from detect_caches.pipeline.cli_args import Parser, block, bounded, file_prefix, warps
 from detect_caches.pipeline.console import say
 
 EXIT_OK = 0
@@ -16,7 +16,7 @@ def _seed_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", type=bounded(1 << 16), default=0, help="GPU index (default 0)")
     p.add_argument("--simulate", metavar="PROFILE", help="run against a simulated GPU instead")
     p.add_argument("--block-size", type=block, default=1024, help="elements each program loads per step (default 1024)")
-    p.add_argument("--num-warps", type=bounded(32), default=4, help="warps per program (default 4)")
+    p.add_argument("--num-warps", type=warps, default=4, help="warps per program (default 4)")
     p.add_argument("--num-stages", type=bounded(8), default=1, help="software pipelining stages (default 1)")
     p.add_argument("--num-cu", type=bounded(100_000), help="SMs/CUs used to size the grid (default: the device's)")
     p.add_argument("--grid-multiplier", type=bounded(64), default=4, help="programs per SM/CU (default 4)")
@@ -35,7 +35,7 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
 
 def benchmark_arguments(p: argparse.ArgumentParser) -> None:
     _seed_arguments(p)
-    p.add_argument("--test-name", default="bw_test", help="the CSV files' name prefix (default bw_test)")
+    p.add_argument("--test-name", type=file_prefix, default="bw_test", help="the CSV files' name prefix (default bw_test)")
     p.add_argument("--results-dir", type=Path, default=Path("results"), help="where the CSV files go (default results)")
 
 

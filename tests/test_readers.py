@@ -21,6 +21,12 @@ from h200_runs import H200
     ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,-3\n", "> 0"),
     ("sweep,working_set_bytes,bandwidth_gbs\nother,1024,3\n", "sweep must be"),
     ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024.5,3\n", "whole number"),
+    # past any GPU: the analysis' ratios would overflow (a helper's try: an internal error)
+    ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,1e30\n", "from 1e-06 to 1e\\+09 GB/s"),
+    ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,1e-9\n", "from 1e-06 to 1e\\+09 GB/s"),
+    ("sweep,working_set_bytes,latency_ns,metric\nchase,1024,1e12,latency\n", "latency_ns must be from"),
+    ("sweep,working_set_bytes,latency_ns,metric,stride_bytes\nchase,1024,1e-5,latency,1000000\n",
+     "stride_bytes / latency_ns"),
 ])
 def test_reader_rejects(tmp_path, text, needle):
     p = tmp_path / "m.csv"

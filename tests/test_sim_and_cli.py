@@ -206,6 +206,8 @@ def test_analyze_reproduces_live_levels(sim_runs, tmp_path):
     (["--gpu", "0", "--budget", "0"], "must be a finite number > 0"),
     (["run", "--simulate", "h200", "--block-size", "100"], "power of two"),
     (["run", "--simulate", "h200", "--stream-elements", "100"], "multiple of 256"),
+    (["run", "--simulate", "h200", "--num-warps", "3"], "argument --num-warps: must be a power of two"),
+    (["benchmark", "--simulate", "h200", "--test-name", "../escape"], "file name prefix"),
     (["analyze", "/nonexistent.csv"], "no such file"),
     ([], "say what to measure"),
 ])
@@ -213,6 +215,25 @@ def test_bad_arguments_one_line_exit_2(args, needle):
     code, out, err = run_cli(*args)
     assert code == 2 and needle in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_refused_analyze_leaves_no_folder(sim_runs, tmp_path):
+    """A CSV refused (a bandwidth past any GPU's) or too small to analyze: one line, exit 2, and
+    no empty output folder left behind; a folder the user made stays."""
+    rows = (sim_runs / "a" / "measurements.csv").read_text().splitlines()
+    head = rows[0].split(",")
+    row = rows[1].split(",")
+    row[head.index("bandwidth_gbs")] = "1e30"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([rows[0], ",".join(row)] + rows[2:]) + "\n")
+    small = tmp_path / "small.csv"
+    small.write_text("sweep,working_set_bytes,bandwidth_gbs\nshared,1024,5000\n")
+    (tmp_path / "mine").mkdir()
+    for csv, out in ((bad, "o1"), (small, "o2"), (small, "mine")):
+        code, _, err = run_cli("analyze", str(csv), "--out", str(tmp_path / out))
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "internal" not in err, err
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+    assert (tmp_path / "mine").is_dir() and not list((tmp_path / "mine").iterdir())
 
 
 def test_never_overwrites(sim_runs):
