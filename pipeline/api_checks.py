@@ -20,7 +20,8 @@ def history(paths, *, out=None, reference=None, capacity_tol=None, bandwidth_tol
             fail_on: str = "worse"):
     """The runs of each GPU in ``paths`` (result.json files or folders searched for them) in
     time order, each judged against that GPU's reference (``reference``: ``first`` (None),
-    ``median``, a result.json, or a date such as 2026-11-30: its last run on or before it). A
+    ``previous`` (the run before each), ``median``, a result.json, or a date such as 2026-11-30:
+    its last run on or before it). A
     reports.history.History: ``.drift`` (the newest run of some GPU fails), ``.skipped``
     (results that could not be read), ``.markdown()``, ``.to_dict()``. ``out``: a new folder
     for history.md, history.json and history.png."""

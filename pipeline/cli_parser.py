@@ -80,9 +80,10 @@ def _history(p: argparse.ArgumentParser) -> None:
     from detect_caches.pipeline.commands import add_check_options
     p.add_argument("paths", type=Path, nargs="+", help="result.json files or folders of runs")
     p.add_argument("--out", type=Path, help="write history.md, history.json and history.png into this new folder")
-    p.add_argument("--reference", metavar="first|median|FILE|DATE",
-                   help="each GPU's reference: its first run (default), the median of its earlier runs, a "
-                        "result.json, or its last run on or before a date such as 2026-11-30")
+    p.add_argument("--reference", metavar="first|previous|median|FILE|DATE",
+                   help="each GPU's reference: its first run (default: a regression stays one until the "
+                        "reference moves), the run before each (previous), the median of its earlier runs, "
+                        "a result.json, or its last run on or before a date such as 2026-11-30")
     p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     add_check_options(p, force=False)
 

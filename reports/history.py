@@ -2,8 +2,9 @@
 files and folders, grouped by device model and GPU (reports.identity), each GPU's runs in time
 order, each run judged against that GPU's reference with `compare`'s rule: its first run (the
 default), a run the user names (``--reference FILE`` or ``DATE``: the GPU's last run on or
-before it), or the median of the runs before it. A regression that persists stays a regression
-until a new reference is chosen. The check fails (exit 1) when the newest run of a GPU fails
+before it), the median of the runs before it, or the run before it (``previous``: a regression
+that persists then passes from its second run on). Against the others a regression that persists
+stays a regression until a new reference is chosen. The check fails (exit 1) when the newest run of a GPU fails
 against its reference; a result that cannot be read makes it incomplete (exit 2)."""
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from detect_caches.reports.search import find_results, show
 
 @dataclass
 class Reference:
-    """How each GPU's reference run is chosen: ``first``, ``median``, a date, or files."""
+    """How each GPU's reference run is chosen: ``first``, ``previous``, ``median``, a date, or files."""
 
     kind: str = "first"
     when: float | None = None
@@ -33,11 +34,13 @@ class Reference:
             return cls()
         if text == "median":
             return cls("median", text="median of the earlier runs")
+        if text == "previous":      # each run against the one before it: a regression that persists
+            return cls("previous", text="previous run")     # passes from its second run on
         if Path(text).exists():
             return cls("file", files=[(Path(text), read_result(text))], text=show(text))
         when = parse_when(text)
         if when is None:
-            raise InputError(f"--reference takes first, median, a result.json or a date such as 2026-11-30, "
+            raise InputError(f"--reference takes first, previous, median, a result.json or a date such as 2026-11-30, "
                              f"got {text!r}")
         return cls("date", when=when, text=f"last run on or before {text}")
 
@@ -97,6 +100,8 @@ def _pick(runs: list[Run], i: int, ref: Reference) -> tuple[dict | None, str]:
             return None, ""
         from detect_caches.reports.fleet import fleet_median
         return fleet_median([r.result for r in runs[:i]]), f"median of {i} earlier run(s)"
+    if ref.kind == "previous":
+        return (None, "") if i == 0 else (runs[i - 1].result, f"previous run, {runs[i - 1].result.get('created') or show(runs[i - 1].path)}")
     if ref.kind == "date":
         dated = [r for r in runs if (run_time(r.result) or 0.0) and run_time(r.result) <= ref.when]
         chosen = dated[-1] if dated else first
@@ -141,13 +146,19 @@ def build_history(paths: list[Path], *, capacity_tol: float, bandwidth_tol: floa
         if others:
             notes.append(f"the reference {ref.text} is a run of {', '.join(sorted(map(show, covered)))}: the GPUs "
                          f"of {', '.join(map(show, others))} are judged against their first runs")
+    if ref.kind == "date":
+        early = [gpu_label(runs[0].result, runs[0].path) for by_gpu in models.values() for runs in by_gpu.values()
+                 if not any(0.0 < (run_time(r.result) or 0.0) <= ref.when for r in runs)]
+        if early:
+            notes.append(f"no run of {', '.join(early)} is on or before the reference date: judged against its first run")
     tols = dict(capacity_tol=capacity_tol, bandwidth_tol=bandwidth_tol, latency_tol=latency_tol, fail_on=fail_on)
     for by_gpu in models.values():
         for runs in by_gpu.values():
             for i, run in enumerate(runs):
                 base, what = _pick(runs, i, ref)
                 if base is None:
-                    run.verdict = "first run" if ref.kind == "median" else "reference" + (" (first run)" if i == 0 else "")
+                    run.verdict = "first run" if ref.kind in ("median", "previous") else \
+                        "reference" + (" (first run)" if i == 0 else "")
                     continue
                 cmp = compare_results(base, run.result, **tols)
                 cmp.baseline_label = what

@@ -55,7 +55,7 @@ def _draw(ax, quantity: str, found, colors: dict, names: dict, drifts: list) -> 
             if p.drift:
                 ax.plot([p.when], [p.value / div], "X" if p.fails else "o", ms=11, mfc=FAIL if p.fails else "none",
                         mec=FAIL if p.fails else CHANGED, mew=1.5, zorder=5)
-                drifts.append((ax, p, div, FAIL if p.fails else CHANGED, s.gpu))
+                drifts.append((ax, p, div, FAIL if p.fails else CHANGED, s.gpu, p is s.points[-1]))
         lo += [r * (1 - d) for r, d in zip(refs, dets)] + [p.value / div for p in s.points]
         hi += [r * (1 + d) for r, d in zip(refs, dets)] + [p.value / div for p in s.points]
     span = max(hi) - min(lo)
@@ -69,7 +69,7 @@ def _label_drifts(fig, drifts: list) -> None:
     renderer = fig.canvas.get_renderer()
     taken: list = []
     placers: dict = {}
-    for ax, p, div, col, _gpu in drifts:
+    for ax, p, div, col, _gpu, _newest in drifts:
         if ax not in placers:
             placers[ax] = Placer(ax, renderer, taken)
             for line in ax.lines:
@@ -83,10 +83,16 @@ def _label_drifts(fig, drifts: list) -> None:
 
 
 def _drift_line(drifts: list, names: dict) -> tuple[str, str]:
-    failing = [f"{ax.get_title()} of {names[gpu]} {p.change:+.1%}" if p.change is not None else
-               f"{ax.get_title()} of {names[gpu]} {p.direction}" for ax, p, _d, _c, gpu in drifts if p.fails]
-    if failing:
-        return "Drift that fails the check: " + "; ".join(failing[:4]) + (" ..." if len(failing) > 4 else ""), FAIL
+    """The check's verdict (the newest runs), and earlier runs' failing drifts apart from it."""
+    def said(newest: bool) -> list[str]:
+        return [f"{ax.get_title()} of {names[gpu]} " + (f"{p.change:+.1%}" if p.change is not None else p.direction)
+                for ax, p, _d, _c, gpu, new in drifts if p.fails and new == newest]
+    now, before = said(True), said(False)
+    if now:
+        return "Drift that fails the check: " + "; ".join(now[:4]) + (" ..." if len(now) > 4 else ""), FAIL
+    if before:
+        return ("No drift in the newest runs; earlier runs drifted: " + "; ".join(before[:3])
+                + (" ..." if len(before) > 3 else "")), "#222222"
     return "No drift that fails the check", "#222222"
 
 

@@ -215,6 +215,14 @@ def test_history_good_regressed_regressed_exits_1_on_the_third(tmp_path, base, a
     assert code == 0 and "last run on or before 2026-02-15" in out
     code, _, _ = cli("history", root, "--reference", root / "run1" / "result.json")
     assert code == 0
+    # each run against the one before it (interface.md's first wording): the third run passes
+    code, out, _ = cli("history", root, "--reference", "previous")
+    assert code == 0 and "against the reference (previous run)" in out, out
+    row = [line for line in out.splitlines() if line.startswith("| 2026-02-01")][0]
+    assert "DRIFT" in row and "smaller" in row          # the second run still drifted from the first
+    # a date before every run: said, and the first run is the reference
+    code, out, _ = cli("history", root, "--reference", "2025-12-01")
+    assert code == 1 and "is on or before the reference date: judged against its first run" in out, out
 
 
 def test_history_good_improved_exits_0_with_better_and_1_with_fail_on_any(tmp_path, base, again):
@@ -241,7 +249,7 @@ def test_history_median_reference_and_json(tmp_path, base, again):
 def test_history_bad_reference_is_one_line(tmp_path, base, again):
     root = _series(tmp_path, base, again, [1.0])
     code, out, err = cli("history", root, "--reference", "last tuesday")
-    assert code == 2 and err.count("\n") == 1 and "--reference takes first, median" in err
+    assert code == 2 and err.count("\n") == 1 and "--reference takes first, previous, median" in err
 
 
 def test_history_two_models_on_one_host_label_are_two_gpus(tmp_path):
