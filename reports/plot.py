@@ -67,16 +67,33 @@ def _draw_sweep(ax, detection: Detection, sweep: str, vendor: str | None) -> lis
     return labels
 
 
+def _level_figures(plateaus, owners, levels) -> list[float | None]:
+    """The level's own latency (its hit, or a far step) for the chase plateau it was read from,
+    so the plot says what the report says; None for any other plateau."""
+    out: list[float | None] = [None] * len(plateaus)
+    for key in {o for o in owners if o[0] is not None}:
+        lv = levels[key[0]]
+        steps = lv.latency_steps or []
+        targets = [s["latency_ns"] for s in steps[1:]] if key[1] == "far" else [lv.latency_ns]
+        for t in targets:
+            if t:
+                ns = {k: DENSE_SLOT_BYTES / plateaus[k].bandwidth_gbs for k, o in enumerate(owners) if o == key}
+                k = min(ns, key=lambda j: abs(ns[j] / t - 1))
+                out[k] = t
+    return out
+
+
 def _draw_chase(ax, detection: Detection, vendor: str | None) -> list:
     an, levels = detection.sweeps["chase"], detection.levels
     c = an.curve
     ns = DENSE_SLOT_BYTES / c.bandwidth_gbs
     ax.plot(c.size_bytes, ns, ".", color="#333333", ms=4, zorder=3)
     owners = latency_plateaus(detection)
+    figures = _level_figures(an.plateaus, owners, levels)
     labels = []
-    for p, (owner, part) in zip(an.plateaus, owners):
+    for p, (owner, part), figure in zip(an.plateaus, owners, figures):
         col = level_color(owner)
-        lat = DENSE_SLOT_BYTES / p.bandwidth_gbs
+        lat = figure or DENSE_SLOT_BYTES / p.bandwidth_gbs
         ax.hlines(lat, p.size_lo_bytes, p.size_hi_bytes, colors=col, lw=2.5, zorder=4)
         name = f"{levels[owner].name} {part}".strip() if owner is not None else ""
         labels.append(("plateau", f"{name} {lat:.0f} ns".strip(), col, p, lat))

@@ -153,3 +153,26 @@ def test_bandwidth_plot_names_its_levels_in_one_colour_each(run):
     assert sizes and sizes[0].startswith("L1 ")
     assert overlapping_texts(fig) == [] and texts_outside(fig) == []
     assert fig.texts[1].get_text().startswith("L1 ")                # the answer under the title
+
+
+def test_one_latency_figure_per_level_everywhere(run):
+    """The answer line, the latency steps' note and the latency panel say the same figure for a
+    level (a new user read 141/238 ns on the answer line, 143 ns in the note and on the plot for
+    the simulated H200's near L2, and HBM 337 ns against 345 ns on the plot)."""
+    name, out, stdout = run
+    r = analyze(out / "measurements.csv", device=out / "result.json")
+    fig = build_figure(r.detection, r.device["name"], vendor=r.device["vendor"])
+    chase = [t.strip() for t in _labels(fig)[fig.axes[-1]]]
+    report = (out / "report.md").read_text()
+    for lv in r.levels:
+        if lv.get("latency_ns") is None:
+            continue
+        steps = lv.get("latency_steps") or []
+        near = f"{lv['latency_ns']:.0f} ns"
+        assert any(t.startswith(lv["name"]) and t.endswith(near) for t in chase), (lv["name"], near, chase)
+        if len(steps) > 1:
+            assert steps[0]["latency_ns"] == lv["latency_ns"]
+            assert f"sees it in {len(steps)} steps: {near} up to" in report
+            far = f"{steps[-1]['latency_ns']:.0f} ns"
+            assert any(t.startswith(f"{lv['name']} far") and t.endswith(far) for t in chase), (far, chase)
+            assert f"{near[:-3]}/{far}" in stdout.splitlines()[0]
