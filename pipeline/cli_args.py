@@ -17,11 +17,20 @@ def positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+            whole = kind is int and _is_float(text)
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number") from None
         if not (value > 0 and value < float("inf")):
             raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
         return value
     return parse
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def block(text: str) -> int:

@@ -13,7 +13,7 @@ from detect_caches.pipeline.console import say
 
 def sweeps_from(text: str) -> tuple[str, ...]:
     sweeps = tuple(s.strip() for s in text.split(",") if s.strip())
-    if not sweeps or any(s not in ("private", "shared") for s in sweeps):
+    if not sweeps or any(s not in ("private", "shared") for s in sweeps) or len(set(sweeps)) < len(sweeps):
         raise InputError(f"--sweeps takes private, shared or both, got {text!r}")
     return sweeps
 

@@ -71,6 +71,7 @@ def print_fleet(report, args, out: Path | None) -> int:
     for label, doubt in doubtful:
         say(f"detect-caches: {label}: doubt: {doubt}", err=True)
     if report.failed:
+        say(f"detect-caches: error: {len(report.failed)} GPU(s) without a result; the check is incomplete", err=True)
         return EXIT_ERROR
     if doubtful and not getattr(args, "accept_incomplete", False):
         say(f"detect-caches: error: result incomplete: {len({d[0] for d in doubtful})} GPU(s) carry doubts "

@@ -3,6 +3,7 @@ whether they come from the command line or from the Python API (a string where a
 belongs, a boolean where a count belongs, a size no device has)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from detect_caches.errors import InputError
@@ -61,7 +62,7 @@ class Options:
         for name in ("latency", "peaks"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {_show(getattr(self, name))}")
-        budget = whole(self.budget, "the budget", 1, 1 << 62, "--budget")
+        budget = whole(self.budget, "the budget", 1, math.inf, "--budget")   # the range below says it
         if budget < MIN_BUDGET:
             raise InputError(f"a budget of {budget} measurements is too small to find levels (at least "
                              f"{MIN_BUDGET}, --budget)")

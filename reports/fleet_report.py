@@ -100,6 +100,8 @@ class FleetReport:
         verdict = f"**{len(self.outliers)} outlier(s)**" if self.outliers else "no outliers"
         if self.unresolved:
             verdict += ", **two GPUs that disagree**"
+        if self.failed:
+            verdict += f"; **incomplete**: {len(self.failed)} GPU(s) without a result (below)"
         lines += [f"Result: {verdict}. A GPU is an outlier when a level's capacity, bandwidth or latency differs "
                   f"from the fleet median (three GPUs or more) or from its baseline by more than the tolerance and "
                   f"by more than the repeatabilities explain, in a direction the check fails on (--fail-on "

@@ -330,6 +330,9 @@ def test_an_unreadable_result_in_a_fleet_is_named_and_exit_2(tmp_path):
     (tmp_path / "g1" / "result.json").write_text("{ not json")
     proc = cli("fleet", tmp_path)
     assert proc.returncode == 2 and "g1/result.json" in proc.stdout and "g1/result.json" in proc.stderr
+    # the last line says why the exit is 2, as history's does; the report's verdict says it too
+    assert proc.stderr.strip().splitlines()[-1].endswith("1 GPU(s) without a result; the check is incomplete")
+    assert "Result: no outliers; **incomplete**" in proc.stdout
 
 
 def test_sigterm_to_a_run_keeps_what_it_measured(tmp_path):
