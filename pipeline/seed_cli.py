@@ -53,6 +53,9 @@ def cmd_run(args) -> int:
         p = Parser(prog="detect-caches run", description="The seed's single configuration.")
         run_arguments(p)
         args = p.parse_args(args)
+    if args.load_iterations < 4:    # fewer gives fewer than four counts: a line through two points says r2=1
+        raise InputError(f"--load-iterations must be at least 4 (the regression's four load-iteration counts are "
+                         f"a quarter, half, three quarters and all of it), got {args.load_iterations}")
     if args.stream_elements % 256:
         raise InputError(f"--stream-elements must be a multiple of 256 (1 KiB), got {args.stream_elements}")
     from detect_caches.measure.launch import LaunchConfig
@@ -67,8 +70,6 @@ def cmd_run(args) -> int:
         raise InputError(f"--stream-elements {args.stream_elements} x {cfg.programs} programs needs "
                          f"{need / 2**30:,.1f} GiB; the device has {total / 2**30:,.1f} GiB")
     iters = sorted({max(1, args.load_iterations * k // 4) for k in (1, 2, 3, 4)})
-    if len(iters) < 2:
-        iters = [args.load_iterations, 2 * args.load_iterations]
     pt = measure_seed_point(device, cfg, args.stream_elements, iters, args.num_repeat)
     say(f"grids={cfg.programs} stream_elems={args.stream_elements} block={cfg.block_size} "
            f"warps={cfg.num_warps} flavour={cfg.load_flavour}")

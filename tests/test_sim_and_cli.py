@@ -210,6 +210,7 @@ def test_analyze_reproduces_live_levels(sim_runs, tmp_path):
     (["benchmark", "--simulate", "h200", "--test-name", "../escape"], "file name prefix"),
     (["--simulate", "h200", "--budget", "99999999999999999999999"], "must be from 60 to 100000"),
     (["--simulate", "h200", "--budget", "1e3"], "'1e3' is not a whole number"),
+    (["run", "--simulate", "h200", "--load-iterations", "1"], "--load-iterations must be at least 4"),
     (["--simulate", "h200", "--sweeps", "private,private"], "got 'private,private'"),
     (["analyze", "/nonexistent.csv"], "no such file"),
     ([], "say what to measure"),
