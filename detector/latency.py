@@ -143,9 +143,8 @@ def attach_latency(levels: list[Level], an: SweepAnalysis, records: list[Measure
             continue
         lv.latency_capacity_bytes = int(round(knee.capacity_bytes))
         lv.latency_fall_shape = knee.shape
-        parts = [(_ns(an.plateaus[i].bandwidth_gbs), an.steps[i].estimate.capacity_bytes) for i in near + [own]]
-        if (near + [own])[0] == min(knees):     # the near step is the level's hit: one figure for both
-            parts[0] = (lv.latency_ns, parts[0][1])
+        parts = [(lv.latency_ns if i == min(knees) else _ns(an.plateaus[i].bandwidth_gbs),  # its hit: one figure
+                  an.steps[i].estimate.capacity_bytes) for i in near + [own]]
         shelf = _shelf(an, own, 1.1 * lv.capacity_bytes)
         if shelf is not None:
             parts.append(shelf)

@@ -3,6 +3,7 @@ messages included)."""
 from __future__ import annotations
 
 import argparse
+import math
 
 from detect_caches.errors import InputError
 
@@ -17,20 +18,26 @@ def positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            whole = kind is int and _is_float(text)
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number") from None
+            value = _finite(text) if kind is int else None
+            if value is None:
+                raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+            if not value.is_integer():
+                raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+            if abs(value) > 2 ** 62:
+                raise argparse.ArgumentTypeError(f"{text!r} is too large") from None
+            value = int(value)      # 1e3 as 1000
         if not (value > 0 and value < float("inf")):
             raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
         return value
     return parse
 
 
-def _is_float(text: str) -> bool:
+def _finite(text: str) -> float | None:
     try:
-        float(text)
+        value = float(text)
     except ValueError:
-        return False
-    return True
+        return None
+    return value if math.isfinite(value) else None
 
 
 def block(text: str) -> int:

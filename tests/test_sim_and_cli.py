@@ -209,7 +209,8 @@ def test_analyze_reproduces_live_levels(sim_runs, tmp_path):
     (["run", "--simulate", "h200", "--num-warps", "3"], "argument --num-warps: must be a power of two"),
     (["benchmark", "--simulate", "h200", "--test-name", "../escape"], "file name prefix"),
     (["--simulate", "h200", "--budget", "99999999999999999999999"], "must be from 60 to 100000"),
-    (["--simulate", "h200", "--budget", "1e3"], "'1e3' is not a whole number"),
+    (["--simulate", "h200", "--budget", "2.5"], "'2.5' is not a whole number"),
+    (["--simulate", "h200", "--budget", "1e1"], "too small to find levels"),      # 1e1 read as 10
     (["run", "--simulate", "h200", "--load-iterations", "1"], "--load-iterations must be at least 4"),
     (["--simulate", "h200", "--sweeps", "private,private"], "got 'private,private'"),
     (["analyze", "/nonexistent.csv"], "no such file"),
