@@ -21,8 +21,8 @@ from detect_caches.safe_read import MAX_BYTES, read_text_bounded
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Measurement)}
 REQUIRED = ("sweep", "working_set_bytes")
 MAX_INT = 1 << 62
-FIGURE_RANGE = (1e-6, 1e9)   # GB/s or ns a reading may hold: wider than any GPU's, narrow enough
-                             # that the analysis' ratios and logs stay finite
+# what a reading may hold: wider than any GPU's, narrow enough that the analysis' ratios stay finite
+FIGURE_RANGE = {"bandwidth_gbs": (1e-6, 1e9, "GB/s"), "latency_ns": (1e-3, 1e7, "ns")}
 
 
 def _number(text, name: str, where: str, *, integer: bool = False, positive: bool = True) -> float | int:
@@ -39,10 +39,10 @@ def _number(text, name: str, where: str, *, integer: bool = False, positive: boo
     return value
 
 
-def _figure(text, name: str, unit: str, where: str) -> float:
+def _figure(text, name: str, where: str) -> float:
     """A reading: a finite number > 0 inside FIGURE_RANGE."""
     value = _number(text, name, where)
-    lo, hi = FIGURE_RANGE
+    lo, hi, unit = FIGURE_RANGE[name]
     if not lo <= value <= hi:
         raise InputError(f"{where}: {name} must be from {lo:g} to {hi:g} {unit}, got {text.strip()!r}")
     return value
@@ -104,17 +104,18 @@ def _row(row: dict, where: str) -> Measurement | None:
     if metric == "latency":
         if not (row.get("latency_ns") or "").strip():
             return None
-        ns = _figure(row.get("latency_ns"), "latency_ns", "ns", where)
+        ns = _figure(row.get("latency_ns"), "latency_ns", where)
         slot = kwargs.get("stride_bytes") or DENSE_SLOT_BYTES
         kwargs.update(latency_ns=ns, stride_bytes=slot, sweep="chase" if sweep != "chase" else sweep)
         kwargs["bandwidth_gbs"] = slot / ns     # the rate the analyzer segments
-        if not FIGURE_RANGE[0] <= slot / ns <= FIGURE_RANGE[1]:
+        lo, hi, _ = FIGURE_RANGE["bandwidth_gbs"]
+        if not lo <= slot / ns <= hi:      # only a stride_bytes given can take it there
             raise InputError(f"{where}: stride_bytes / latency_ns ({slot} / {ns:g}) must be from "
-                             f"{FIGURE_RANGE[0]:g} to {FIGURE_RANGE[1]:g} bytes per ns")
+                             f"{lo:g} to {hi:g} bytes per ns")
     else:
         if not (row.get("bandwidth_gbs") or "").strip():
             return None
-        kwargs["bandwidth_gbs"] = _figure(row.get("bandwidth_gbs"), "bandwidth_gbs", "GB/s", where)
+        kwargs["bandwidth_gbs"] = _figure(row.get("bandwidth_gbs"), "bandwidth_gbs", where)
     return Measurement(**kwargs)
 
 

@@ -57,34 +57,29 @@ def analyze(measurements, device=None, *, vendor: str | None = None, out=None, o
     facts = _facts(device, vendor, name)
     from detect_caches.pipeline.cli_log import get
     get("api").info("analyze: %d measurements from %s, device %s", len(records), source, facts.name)
+    if overwrite and out is not None and isinstance(measurements, (str, Path)) and \
+            Path(measurements).resolve().parent == Path(out).resolve():
+        raise InputError("overwrite would replace the measurements being analyzed; write into another out=")
+    from detect_caches.detector.analyze import detect_levels
+    from detect_caches.detector.carveouts import launch_carveout, recorded_launch
+    from detect_caches.pipeline.api import _finish, _l1_bytes   # api imports this module
+    from detect_caches.reports.carveout_json import recorded_launch_of
+    detection = detect_levels(records, facts)
+    carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
+                               _l1_bytes(detection), facts)
+    # the folder is claimed once the analysis stands: a refused one leaves none made, and
+    # overwrite=True removes an earlier result only for a new one
     out_path = None
     if out is not None:
         from detect_caches.pipeline.outputs import claim_out_dir
-        if overwrite and isinstance(measurements, (str, Path)) and \
-                Path(measurements).resolve().parent == Path(out).resolve():
-            raise InputError("overwrite would replace the measurements being analyzed; write into another out=")
-        made = not Path(out).exists()
         out_path = claim_out_dir(Path(out), overwrite=overwrite)
-    written = False
     try:
-        from detect_caches.detector.analyze import detect_levels
-        from detect_caches.detector.carveouts import launch_carveout, recorded_launch
-        from detect_caches.pipeline.api import _finish, _l1_bytes   # api imports this module
-        from detect_caches.reports.carveout_json import recorded_launch_of
-        detection = detect_levels(records, facts)
-        carveout = launch_carveout(recorded_launch_of(device) or recorded_launch(records, facts),
-                                   _l1_bytes(detection), facts)
-        result = _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
-                         time.perf_counter() - t0, carveout=carveout)
-        written = True
-        return result
+        return _finish(detection, facts, records, out_path, None, {"source": source}, warnings,
+                       time.perf_counter() - t0, carveout=carveout)
     finally:
         if out_path is not None:
-            from detect_caches.pipeline.outputs import abandon, release
-            if written:
-                release(out_path)
-            else:
-                abandon(out_path, made=made)
+            from detect_caches.pipeline.outputs import release
+            release(out_path)
 
 
 def _as_result(x) -> dict:

@@ -19,12 +19,14 @@ def positive(kind):
             value = kind(text)
         except ValueError:
             value = _finite(text) if kind is int else None
+            if value is None and kind is int and any(c.isdigit() for c in text) and _finite(text, huge=True):
+                raise argparse.ArgumentTypeError(f"{_shown(text)} is out of range") from None
             if value is None:
-                raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+                raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number") from None
             if not value.is_integer():
-                raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+                raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number") from None
             if abs(value) > 2 ** 62:
-                raise argparse.ArgumentTypeError(f"{text!r} is too large") from None
+                raise argparse.ArgumentTypeError(f"{_shown(text)} is out of range") from None
             value = int(value)      # 1e3 as 1000
         if not (value > 0 and value < float("inf")):
             raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
@@ -32,12 +34,17 @@ def positive(kind):
     return parse
 
 
-def _finite(text: str) -> float | None:
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + f" (... {len(text)} characters)"
+
+
+def _finite(text: str, *, huge: bool = False) -> float | None:
+    """The number ``text`` holds if finite (``huge``: or past a float's range), else None."""
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return value if math.isfinite(value) or (huge and math.isinf(value)) else None
 
 
 def block(text: str) -> int:
@@ -70,7 +77,9 @@ def warps(text: str) -> int:
 
 def file_prefix(text: str) -> str:
     """A file name's prefix: no folder in it, so the files land where --results-dir says."""
-    name = text.strip()
-    if not name or name in (".", "..") or any(c in name for c in '/\\\0') or len(name) > 100:
-        raise argparse.ArgumentTypeError(f"must be a file name prefix (no '/', at most 100 characters), got {text!r}")
+    name = text
+    if not name or name in (".", "..") or any(c in name for c in "/\\") or len(name) > 100 \
+            or any(ord(c) < 32 for c in name):
+        raise argparse.ArgumentTypeError(f"must be a file name prefix (no '/', no control characters, at most "
+                                         f"100 characters), got {_shown(text)}")
     return name

@@ -62,7 +62,7 @@ class Options:
         for name in ("latency", "peaks"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {_show(getattr(self, name))}")
-        budget = whole(self.budget, "the budget", 1, math.inf, "--budget")   # the range below says it
+        budget = whole(self.budget, "the budget", -math.inf, math.inf, "--budget")   # the range below says it
         if budget < MIN_BUDGET:
             raise InputError(f"a budget of {budget} measurements is too small to find levels (at least "
                              f"{MIN_BUDGET}, --budget)")

@@ -90,17 +90,6 @@ def release(path: Path) -> None:
         pass
 
 
-def abandon(path: Path, *, made: bool) -> None:
-    """A run that wrote nothing stopped: drop the claim, and the folder too if this run made it
-    and it is still empty (a refused analyze leaves no empty folder behind)."""
-    release(path)
-    if made:
-        try:
-            Path(path).rmdir()
-        except OSError:
-            pass
-
-
 def write_result_files(out: Path, result: dict, detection, plot_title: str, *, plot_future=None) -> None:
     """result.json, report.md, report.html and bandwidth.png, each whole; the result is checked
     before any is written. ``plot_future``: the plot rendered in the background already (its PNG bytes)."""

@@ -55,7 +55,7 @@ def _draw(ax, quantity: str, found, colors: dict, names: dict, drifts: list) -> 
             if p.drift:
                 ax.plot([p.when], [p.value / div], "X" if p.fails else "o", ms=11, mfc=FAIL if p.fails else "none",
                         mec=FAIL if p.fails else CHANGED, mew=1.5, zorder=5)
-                drifts.append((ax, p, div, FAIL if p.fails else CHANGED, s.gpu, p is s.points[-1]))
+                drifts.append((ax, p, div, FAIL if p.fails else CHANGED, s.gpu))
         lo += [r * (1 - d) for r, d in zip(refs, dets)] + [p.value / div for p in s.points]
         hi += [r * (1 + d) for r, d in zip(refs, dets)] + [p.value / div for p in s.points]
     span = max(hi) - min(lo)
@@ -69,7 +69,7 @@ def _label_drifts(fig, drifts: list) -> None:
     renderer = fig.canvas.get_renderer()
     taken: list = []
     placers: dict = {}
-    for ax, p, div, col, _gpu, _newest in drifts:
+    for ax, p, div, col, _gpu in drifts:
         if ax not in placers:
             placers[ax] = Placer(ax, renderer, taken)
             for line in ax.lines:
@@ -82,13 +82,15 @@ def _label_drifts(fig, drifts: list) -> None:
                           bbox=dict(boxstyle="round,pad=0.2", fc="white", ec=col, lw=0.8), zorder=7)
 
 
-def _drift_line(drifts: list, names: dict) -> tuple[str, str]:
-    """The check's verdict (the newest runs), and earlier runs' failing drifts apart from it."""
+def _drift_line(history: History, drifts: list, names: dict) -> tuple[str, str]:
+    """The check's verdict (history.drift: the newest runs), and earlier runs' failing drifts apart."""
     def said(newest: bool) -> list[str]:
         return [f"{ax.get_title()} of {names[gpu]} " + (f"{p.change:+.1%}" if p.change is not None else p.direction)
-                for ax, p, _d, _c, gpu, new in drifts if p.fails and new == newest]
+                for ax, p, _d, _c, gpu in drifts if p.fails and p.newest == newest]
     now, before = said(True), said(False)
-    if now:
+    if history.drift:       # a figure the newest run lacks (a level gone) has no point: name its run
+        now = now or [f"{names.get(label, label)}: {'; '.join(runs[-1].comparison.drifted)}"
+                      for gpus in history.models.values() for label, runs in gpus.items() if runs[-1].failed]
         return "Drift that fails the check: " + "; ".join(now[:4]) + (" ..." if len(now) > 4 else ""), FAIL
     if before:
         return ("No drift in the newest runs; earlier runs drifted: " + "; ".join(before[:3])
@@ -125,7 +127,7 @@ def build_history_figure(history: History):
     _legend(fig, gpus, colors, names, drifts)
     header(fig, f"History: {', '.join(history.models)}",
            f"{len(runs)} run(s) of {len(gpus)} GPU(s), each against its reference ({history.reference.text}); "
-           f"shaded: the change the check tolerates", _drift_line(drifts, names))
+           f"shaded: the change the check tolerates", _drift_line(history, drifts, names))
     fix_layout(fig)
     _label_drifts(fig, drifts)
     return fig

@@ -23,6 +23,7 @@ class Point:
     fails: bool = False
     change: float | None = None
     direction: str = ""
+    newest: bool = False            # the GPU's newest run: the check's verdict is its
 
 
 @dataclass
@@ -64,7 +65,8 @@ def series(history: History, key: str, quantity: str, field_name: str) -> list[S
                 ref = v.baseline if v is not None and isinstance(v.baseline, (int, float)) else value
                 s.points.append(Point(when, float(value), float(ref), v.detectable if v is not None else None,
                                       bool(v and v.drift), bool(v and v.fails(history.fail_on)),
-                                      v.change if v is not None else None, v.direction if v is not None else ""))
+                                      v.change if v is not None else None, v.direction if v is not None else "",
+                                      run is runs[-1]))
             if s.points:
                 out.append(s)
     return out

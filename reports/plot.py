@@ -14,7 +14,7 @@ from detect_caches.reports.figure import RENDER_LOCK, new_figure, png_bytes
 from detect_caches.reports.fmt import fmt_bytes
 from detect_caches.reports.plot_axes import bandwidth_axis, binary_ticks, latency_axis, size_axis, tick_label  # noqa: F401
 from detect_caches.reports.plot_header import fix_layout, header
-from detect_caches.reports.plot_levels import bandwidth_plateaus, latency_plateaus, level_color
+from detect_caches.reports.plot_levels import bandwidth_plateaus, latency_figures, latency_plateaus, level_color
 from detect_caches.reports.label_place import Placer
 from detect_caches.reports.summary import answer_line, fmt_bw, unit_word
 from detect_caches.grid import DENSE_SLOT_BYTES
@@ -67,29 +67,13 @@ def _draw_sweep(ax, detection: Detection, sweep: str, vendor: str | None) -> lis
     return labels
 
 
-def _level_figures(plateaus, owners, levels) -> list[float | None]:
-    """The level's own latency (its hit, or a far step) for the chase plateau it was read from,
-    so the plot says what the report says; None for any other plateau."""
-    out: list[float | None] = [None] * len(plateaus)
-    for key in {o for o in owners if o[0] is not None}:
-        lv = levels[key[0]]
-        steps = lv.latency_steps or []
-        targets = [s["latency_ns"] for s in steps[1:]] if key[1] == "far" else [lv.latency_ns]
-        for t in targets:
-            if t:
-                ns = {k: DENSE_SLOT_BYTES / plateaus[k].bandwidth_gbs for k, o in enumerate(owners) if o == key}
-                k = min(ns, key=lambda j: abs(ns[j] / t - 1))
-                out[k] = t
-    return out
-
-
 def _draw_chase(ax, detection: Detection, vendor: str | None) -> list:
     an, levels = detection.sweeps["chase"], detection.levels
     c = an.curve
     ns = DENSE_SLOT_BYTES / c.bandwidth_gbs
     ax.plot(c.size_bytes, ns, ".", color="#333333", ms=4, zorder=3)
     owners = latency_plateaus(detection)
-    figures = _level_figures(an.plateaus, owners, levels)
+    figures = latency_figures(an.plateaus, owners, levels)
     labels = []
     for p, (owner, part), figure in zip(an.plateaus, owners, figures):
         col = level_color(owner)

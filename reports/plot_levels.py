@@ -56,6 +56,27 @@ def latency_plateaus(detection) -> list[tuple[int | None, str]]:
     return out
 
 
+def latency_figures(plateaus, owners: list[tuple[int | None, str]], levels) -> list[float | None]:
+    """The figure a level reports (its hit latency, a far step) for the chase plateau it was read
+    from, so the plot says what the report says; None for any other plateau. Each figure goes to
+    the nearest plateau of its level and part within SAME_LATENCY, one figure per plateau."""
+    pairs = []
+    for k, (owner, part) in enumerate(owners):
+        if owner is None:
+            continue
+        lv = levels[owner]
+        targets = [s["latency_ns"] for s in (lv.latency_steps or [])[1:]] if part == "far" else [lv.latency_ns]
+        ns = DENSE_SLOT_BYTES / plateaus[k].bandwidth_gbs
+        pairs += [(abs(math.log(ns / t)), k, (owner, part == "far", j), t) for j, t in enumerate(targets) if t]
+    out: list[float | None] = [None] * len(plateaus)
+    taken: set = set()
+    for dist, k, target, t in sorted(pairs):
+        if dist <= SAME_LATENCY and out[k] is None and target not in taken:
+            out[k] = t
+            taken.add(target)
+    return out
+
+
 def step_levels(plateau_levels: list, n_steps: int) -> list:
     """A fall belongs to the level of the plateau above it."""
     return [plateau_levels[k] if k < len(plateau_levels) else None for k in range(n_steps)]

@@ -46,9 +46,10 @@ def fmt_latency(lv: dict) -> str:
     ns = lv.get("latency_ns")
     if ns is None:
         return "-"
-    steps = lv.get("latency_steps") or []
-    parts = [_ns(ns)] + [_ns(s["latency_ns"]) for s in steps[1:] if s.get("latency_ns")]
-    return "/".join(parts) + " ns"
+    steps = [s["latency_ns"] for s in lv.get("latency_steps") or [] if s.get("latency_ns")]
+    if steps and abs(steps[0] / ns - 1) < 0.1:   # the near step is the level's hit (detector.latency;
+        steps = steps[1:]                         # results before 2026-12-07 read it another way)
+    return "/".join(_ns(v) for v in [ns] + steps) + " ns"
 
 
 def tuned(lv: dict) -> float | None:

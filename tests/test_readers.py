@@ -24,8 +24,8 @@ from h200_runs import H200
     # past any GPU: the analysis' ratios would overflow (a helper's try: an internal error)
     ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,1e30\n", "from 1e-06 to 1e\\+09 GB/s"),
     ("sweep,working_set_bytes,bandwidth_gbs\nprivate,1024,1e-9\n", "from 1e-06 to 1e\\+09 GB/s"),
-    ("sweep,working_set_bytes,latency_ns,metric\nchase,1024,1e12,latency\n", "latency_ns must be from"),
-    ("sweep,working_set_bytes,latency_ns,metric,stride_bytes\nchase,1024,1e-5,latency,1000000\n",
+    ("sweep,working_set_bytes,latency_ns,metric\nchase,1024,1e8,latency\n", "latency_ns must be from 0.001 to 1e\\+07 ns"),
+    ("sweep,working_set_bytes,latency_ns,metric,stride_bytes\nchase,1024,0.01,latency,100000000000\n",
      "stride_bytes / latency_ns"),
 ])
 def test_reader_rejects(tmp_path, text, needle):

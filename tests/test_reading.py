@@ -176,3 +176,30 @@ def test_one_latency_figure_per_level_everywhere(run):
             far = f"{steps[-1]['latency_ns']:.0f} ns"
             assert any(t.startswith(f"{lv['name']} far") and t.endswith(far) for t in chase), (far, chase)
             assert f"{near[:-3]}/{far}" in stdout.splitlines()[0]
+
+
+def test_latency_figures_go_to_the_plateau_each_was_read_from():
+    """Each level figure labels the nearest plateau of its level and part, one per plateau: a
+    shelf's figure does not take the far plateau's label (a review's case: 245 ns labelled 290)."""
+    from types import SimpleNamespace as NS
+    from detect_caches.grid import DENSE_SLOT_BYTES
+    from detect_caches.reports.plot_levels import latency_figures
+    plateaus = [NS(bandwidth_gbs=DENSE_SLOT_BYTES / ns) for ns in (20.0, 141.0, 245.0, 340.0, 18.0)]
+    l1 = NS(latency_ns=17.3, latency_steps=[])
+    l2 = NS(latency_ns=137.3, latency_steps=[{"latency_ns": 137.3}, {"latency_ns": 245.0}, {"latency_ns": 290.0}])
+    hbm = NS(latency_ns=333.0, latency_steps=[])
+    owners = [(0, ""), (1, "near"), (1, "far"), (2, ""), (0, "")]
+    assert latency_figures(plateaus, owners, [l1, l2, hbm]) == [None, 137.3, 245.0, 333.0, 17.3]
+
+
+@pytest.mark.parametrize("lv,said", [
+    ({"latency_ns": 17.3}, "17 ns"),
+    ({"latency_ns": 141.0, "latency_steps": [{"latency_ns": 141.0}, {"latency_ns": 238.0}]}, "141/238 ns"),
+    # written before the near step took the hit's figure: the same plateau read another way
+    ({"latency_ns": 137.27, "latency_steps": [{"latency_ns": 141.09}, {"latency_ns": 250.0}]}, "137/250 ns"),
+    # a hit plateau too short to be a step of its own: every step is said
+    ({"latency_ns": 100.0, "latency_steps": [{"latency_ns": 141.0}, {"latency_ns": 238.0}]}, "100/141/238 ns"),
+])
+def test_a_levels_latency_is_said_once_then_its_steps(lv, said):
+    from detect_caches.reports.summary import fmt_latency
+    assert fmt_latency(lv) == said

@@ -224,7 +224,8 @@ def test_bad_arguments_one_line_exit_2(args, needle):
 
 def test_refused_analyze_leaves_no_folder(sim_runs, tmp_path):
     """A CSV refused (a bandwidth past any GPU's) or too small to analyze: one line, exit 2, and
-    no empty output folder left behind; a folder the user made stays."""
+    no empty output folder left behind (nor its parents); a folder the user made stays, and an
+    earlier result that overwrite=True would replace stays until a new one is written."""
     rows = (sim_runs / "a" / "measurements.csv").read_text().splitlines()
     head = rows[0].split(",")
     row = rows[1].split(",")
@@ -234,11 +235,17 @@ def test_refused_analyze_leaves_no_folder(sim_runs, tmp_path):
     small = tmp_path / "small.csv"
     small.write_text("sweep,working_set_bytes,bandwidth_gbs\nshared,1024,5000\n")
     (tmp_path / "mine").mkdir()
-    for csv, out in ((bad, "o1"), (small, "o2"), (small, "mine")):
+    for csv, out in ((bad, "o1"), (small, "deep/o2"), (small, "mine"), (small, "no/../mine")):
         code, _, err = run_cli("analyze", str(csv), "--out", str(tmp_path / out))
         assert code == 2 and len(err.strip().splitlines()) == 1 and "internal" not in err, err
-    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "deep").exists()
     assert (tmp_path / "mine").is_dir() and not list((tmp_path / "mine").iterdir())
+    from detect_caches.errors import InputError
+    from detect_caches.pipeline.api_analysis import analyze
+    earlier = analyze(sim_runs / "a" / "measurements.csv", sim_runs / "a" / "result.json", out=tmp_path / "nb")
+    with pytest.raises(InputError):
+        analyze(small, out=tmp_path / "nb", overwrite=True)
+    assert json.loads((tmp_path / "nb" / "result.json").read_text())["levels"] == earlier.data["levels"]
 
 
 def test_never_overwrites(sim_runs):

@@ -234,6 +234,31 @@ def test_history_good_improved_exits_0_with_better_and_1_with_fail_on_any(tmp_pa
     assert code == 1 and "better" in out
 
 
+def test_history_plot_says_the_newest_runs_verdict(tmp_path):
+    """history.png's line is the check's verdict: an earlier run's drift is said apart from it (it
+    said 'Drift that fails the check' while history exited 0), also where the newest run lacks the
+    figure that drifted before (a run without the latency sweep)."""
+    from detect_caches.reports.history import build_history
+    from detect_caches.reports.history_plot import build_history_figure
+    root, first = tmp_path / "runs", h200_run(tmp_path, 1)
+    write(root / "run1", first, "2026-01-01T00:00:00+0000")
+    write(root / "run2", scaled(first, "HBM", latency=1.3, cycles=1.3), "2026-02-01T00:00:00+0000")
+    blind = json.loads(json.dumps(first))
+    for lv in blind["levels"]:
+        lv.update(latency_ns=None, latency_cycles=None, latency_repeatability=None, latency_steps=[])
+    write(root / "run3", blind, "2026-03-01T00:00:00+0000")
+
+    def line() -> str:
+        fig = build_history_figure(build_history([root], capacity_tol=0.03, bandwidth_tol=0.03))
+        return next(t.get_text() for t in fig.texts if "drift" in t.get_text().lower())
+    code, out, err = cli("history", root)
+    assert code == 0 and "HBM latency" in out, out + err
+    assert line().startswith("No drift in the newest runs; earlier runs drifted: HBM: latency"), line()
+    # the newest run's own drift heads the line
+    write(root / "run4", scaled(first, "L2", capacity=0.9), "2026-04-01T00:00:00+0000")
+    assert line().startswith("Drift that fails the check: L2: size"), line()
+
+
 def test_history_median_reference_and_json(tmp_path, base, again):
     root = _series(tmp_path, base, again, [1.0, 1.0, 1.0, 0.94], what="bandwidth", level="HBM")
     code, out, _ = cli("history", root, "--reference", "median", "--json")
