@@ -5,7 +5,10 @@ table of the same figures, for the terminal, report.md, report.html and the plot
 """
 from __future__ import annotations
 
+import math
+
 from detect_caches.reports.fmt import fmt_bytes
+from detect_caches.reports.plot_levels import SAME_LATENCY
 
 MEMORY = ("HBM", "DRAM")
 TUNED = 1.05          # a tuned launch this much faster than the sweep's is worth a mention
@@ -47,8 +50,8 @@ def fmt_latency(lv: dict) -> str:
     if ns is None:
         return "-"
     steps = [s["latency_ns"] for s in lv.get("latency_steps") or [] if s.get("latency_ns")]
-    if steps and abs(steps[0] / ns - 1) < 0.1:   # the near step is the level's hit (detector.latency;
-        steps = steps[1:]                         # results before 2026-12-07 read it another way)
+    if steps and abs(math.log(steps[0] / ns)) <= SAME_LATENCY:   # the near step is the level's hit
+        steps = steps[1:]          # (detector.latency; results before 2026-12-07 read it another way)
     return "/".join(_ns(v) for v in [ns] + steps) + " ns"
 
 
