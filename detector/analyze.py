@@ -59,12 +59,18 @@ def _device_falls(shared: SweepAnalysis) -> list[float]:
 
 
 def _seen_in_shared(priv: SweepAnalysis, n: int, shared: SweepAnalysis, scale: float) -> bool:
-    """Is private plateau ``n`` a device level seen again: at a shared plateau's speed over
-    overlapping device-wide sizes, or falling where a shared level falls?"""
+    """Is private plateau ``n`` a device level seen again: at a shared plateau's speed (over the
+    plateau or its last third) over overlapping device-wide sizes, or falling where a shared
+    level falls?"""
     p = priv.plateaus[n]
     lo, hi = p.size_lo_bytes * scale, p.size_hi_bytes * scale
+    # its speed, and its last third's where it sags: a per-SM/CU level's random tail still hits
+    # in its first sizes (physics GPU 142's L1: 1.16x the L2 over the plateau, 1.01x its last third)
+    t = thirds(p, priv.point_bin)
+    speeds = (p.level_log,) if t is None else (p.level_log, float(np.median(priv.curve.y[t[1]])))
     for q in shared.plateaus:
-        if abs(p.level_log - q.level_log) <= KNOWN_SPEED and lo <= q.size_hi_bytes * 1.5 and hi >= q.size_lo_bytes / 1.5:
+        if any(abs(v - q.level_log) <= KNOWN_SPEED for v in speeds) and lo <= q.size_hi_bytes * 1.5 \
+                and hi >= q.size_lo_bytes / 1.5:
             return True
     if n < len(priv.steps):
         at = max(priv.steps[n].estimate.capacity_bytes, p.size_hi_bytes) * scale

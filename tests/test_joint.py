@@ -119,3 +119,16 @@ def test_the_knee_brings_l1s_the_bandwidth_fall_left_off_to_within_1pct(k, seed)
     assert any("read from both curves" in n for n in l1.notes)
     alone = {lv.name: lv for lv in detect_levels([r for r in log.records if r.sweep != "chase"], facts).levels}["L1"]
     assert l1.capacity_repeatability < alone.capacity_repeatability
+
+
+def test_a_random_l1s_tail_leaves_the_l2_a_device_level():
+    """Physics GPU 142 seed 4 (a held-out seed): a 50 KiB random-replacement L1 whose tail still
+    hits in the private sweep's next plateau, which read 7955 GB/s over its sizes, 1.16x the
+    shared sweep's L2 (6853 GB/s) and so not that level seen again: the L2 came out twice, as a
+    per-SM "L1" of 109 KiB (the truth's L1 +113%, read as an L0). The plateau's last third, where
+    the tail has gone, runs within 1% of the L2's speed (SIMULATED, accuracy.py --physics --chase
+    --first-seed 3)."""
+    truth, levels, _, _ = _run_with_chase(142, 4, True)
+    assert list(levels) == list(truth)
+    assert abs(levels["L1"].capacity_bytes / truth["L1"] - 1) < 0.03
+    assert abs(levels["L2"].capacity_bytes / truth["L2"] - 1) < 0.03
