@@ -26,6 +26,7 @@ from detect_caches.measure.sweep_plan import CROSSINGS, SweepPlan  # noqa: F401 
 from detect_caches.noise import robust_sigma
 from detect_caches.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
+FALL_FLAG = math.log10(1.25)   # a step this large between coarse sizes is a fall, whatever the noise read
 QUARTILE_STEP = 0.4506   # the lower quartile of |a - b| for two readings of noise sigma, in sigmas
 
 
@@ -176,7 +177,7 @@ class AdaptiveSweep:
                     self.measure_size(sizes[i], "check")
 
     def find_transitions(self, sizes: list[int], levels: np.ndarray) -> list[Transition]:
-        step = max(5 * self.sigma, self.plan.min_step / math.log(10))
+        step = max(min(5 * self.sigma, FALL_FLAG), self.plan.min_step / math.log(10))
         flagged = np.abs(np.diff(levels)) > step
         transitions: list[Transition] = []
         i = 0
