@@ -29,7 +29,8 @@ GPU-061ff5c7 at e2bc44a (the budget 800), GPU-b2b5d858 at b97b935 and GPU-5fa856
 (2026-12-07/h100-card-23/: its capacities to the byte, as since, but its intervals too, which
 since 86a8573 reach out to the sweep's size grid again); and of the fifteenth, GPU-79c5ceb7 at d344b23
 (2026-12-07/h100-card-24/); and of the sixteenth, GPU-45d8773c at 4692854, GPU-5d5ddbce
-at c8b9c43 and GPU-e5cfd6b0 at 0fb15fc (2026-12-07/h100-card-25/ to h100-card-27/)."""
+at c8b9c43 and GPU-e5cfd6b0 at 0fb15fc (2026-12-07/h100-card-25/ to h100-card-27/); and of the
+eighteenth, GPU-e6733a96 at 94514ce (2026-12-07/h100-card-28/)."""
 from __future__ import annotations
 
 import atexit

@@ -31,7 +31,9 @@ fifteenth session, onset models tried inside the gaps between measured sizes): L
 session, lent for an H200 again): L1 221 KiB x3, L2 50.11 / 52.89 / 49.93 MiB. A twenty-seventh,
 GPU-5d5ddbce, at c8b9c43 (h100-card-26; the run's split naming its refining): L1 221 KiB x3, L2
 52.22 / 52.93 / 54.01 MiB. A twenty-eighth, GPU-e5cfd6b0, at 0fb15fc (h100-card-27; the analysis
-stack imported beside the sweeps): L1 221 KiB x3, L2 51.31 / 50.19 / 50.77 MiB."""
+stack imported beside the sweeps): L1 221 KiB x3, L2 51.31 / 50.19 / 50.77 MiB. A twenty-ninth,
+GPU-e6733a96, at 94514ce (h100-card-28; the eighteenth session, lent for an H200 again; the
+analysis imports beside the latency sweep): L1 221 KiB x3, L2 51.06 / 51.86 / 50.15 MiB."""
 import functools
 import json
 
@@ -122,7 +124,8 @@ def _written(card, run):
                                        ("h100-card-24", "run1"), ("h100-card-24", "run2"), ("h100-card-24", "run3"),
                                        ("h100-card-25", "run1"), ("h100-card-25", "run2"), ("h100-card-25", "run3"),
                                        ("h100-card-26", "run1"), ("h100-card-26", "run2"), ("h100-card-26", "run3"),
-                                       ("h100-card-27", "run1"), ("h100-card-27", "run2"), ("h100-card-27", "run3")])
+                                       ("h100-card-27", "run1"), ("h100-card-27", "run2"), ("h100-card-27", "run3"),
+                                       ("h100-card-28", "run1"), ("h100-card-28", "run2"), ("h100-card-28", "run3")])
 def test_the_later_cards_read_again_as_written(card, run):
     """Re-analysed, each run gives the levels its own analysis wrote: L1 221 KiB, a cliff; the L2
     to the byte on the sweep's grid, a hashed-set fall."""
@@ -155,7 +158,7 @@ def test_the_runs_of_card_17_that_agree_find_no_drift():
 
 @pytest.mark.parametrize("card", ("h100-card-18", "h100-card-19", "h100-card-20", "h100-card-21", "h100-card-22",
                                   "h100-card-23", "h100-card-24", "h100-card-25",
-                                  "h100-card-26", "h100-card-27"))
+                                  "h100-card-26", "h100-card-27", "h100-card-28"))
 def test_no_two_runs_of_the_later_cards_flag_each_other(card):
     assert [_drifted(card, a, b) for a, b in (("run1", "run2"), ("run1", "run3"), ("run2", "run3"))] == [[], [], []]
 
