@@ -27,6 +27,7 @@ from detect_caches.detector.latency import analyze_latency, attach_latency, atta
 from detect_caches.detector.level_figures import check_ceilings, device_levels, per_cu_levels
 from detect_caches.detector.levels import Detection, Level, SweepAnalysis
 from detect_caches.detector.memo import Memo, analyze
+from detect_caches.detector.plateau_speed import plateau_speed
 from detect_caches.detector.peaks import attach_peaks
 from detect_caches.detector.telling import contest_sizes, rival_sizes, telling_sizes
 from detect_caches.detector.units import fmt_bytes
@@ -59,15 +60,15 @@ def _device_falls(shared: SweepAnalysis) -> list[float]:
 
 
 def _seen_in_shared(priv: SweepAnalysis, n: int, shared: SweepAnalysis, scale: float) -> bool:
-    """Is private plateau ``n`` a device level seen again: at a shared plateau's speed (over the
-    plateau or its last third) over overlapping device-wide sizes, or falling where a shared
-    level falls?"""
+    """Is private plateau ``n`` a device level seen again: at a shared plateau's speed (its
+    points', or theirs less the fall above's lift) over overlapping device-wide sizes, or falling
+    where a shared level falls?"""
     p = priv.plateaus[n]
     lo, hi = p.size_lo_bytes * scale, p.size_hi_bytes * scale
-    # its speed, and its last third's where it sags: a per-SM/CU level's random tail still hits
-    # in its first sizes (physics GPU 142's L1: 1.16x the L2 over the plateau, 1.01x its last third)
-    t = thirds(p, priv.point_bin)
-    speeds = (p.level_log,) if t is None else (p.level_log, float(np.median(priv.curve.y[t[1]])))
+    # its speed, and the same less the lift of the fall above: a per-SM/CU level's random tail
+    # still hits in its first sizes (physics GPU 142's L1: 1.16x the L2 over the plateau); its
+    # own fall's first misses are left out too, so a level that sags into its fall stays one
+    speeds = (p.level_log, plateau_speed(priv, n)[0])
     for q in shared.plateaus:
         if any(abs(v - q.level_log) <= KNOWN_SPEED for v in speeds) and lo <= q.size_hi_bytes * 1.5 \
                 and hi >= q.size_lo_bytes / 1.5:

@@ -26,7 +26,8 @@ from detect_caches.measure.sweep_plan import CROSSINGS, SweepPlan  # noqa: F401 
 from detect_caches.noise import robust_sigma
 from detect_caches.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
-FALL_FLAG = math.log10(1.25)   # a step this large between coarse sizes is a fall, whatever the noise read
+FALL_FLAG = math.log10(1.25)   # a step this large between coarse sizes is flagged a fall, whatever the
+                                # noise read (the flag only: the walk and the bisection go by the noise)
 QUARTILE_STEP = 0.4506   # the lower quartile of |a - b| for two readings of noise sigma, in sigmas
 
 
