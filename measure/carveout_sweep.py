@@ -119,7 +119,7 @@ class CarveoutSweep(AdaptiveSweep):
         that reading was slow by chance, the first fall moves on and its first size is read
         again too (at most EDGE_CHECKS sizes)."""
         super().recheck_outliers(sizes, levels)
-        step = max(5 * self.sigma, self.plan.min_step / math.log(10))
+        step = self.flag_step()
         confirmed: set[int] = set()
         for _ in range(EDGE_CHECKS):
             levels = np.array([self.state.level(s) for s in sizes])

@@ -26,8 +26,8 @@ from detect_caches.measure.sweep_plan import CROSSINGS, SweepPlan  # noqa: F401 
 from detect_caches.noise import robust_sigma
 from detect_caches.records import REJECTED_FLAGS, Measurement, MeasurementLog
 
-FALL_FLAG = math.log10(1.25)   # a step this large between coarse sizes is flagged a fall, whatever the
-                                # noise read (the flag only: the walk and the bisection go by the noise)
+FALL_FLAG = math.log10(1.25)   # a step this large between coarse sizes is flagged (a fall, an outlier),
+                                # whatever the noise read (the walk and the bisection go by the noise)
 QUARTILE_STEP = 0.4506   # the lower quartile of |a - b| for two readings of noise sigma, in sigmas
 
 
@@ -164,12 +164,17 @@ class AdaptiveSweep:
         sizes = self.state.sizes()[:3]
         return (float(np.median([self.state.level(s) for s in sizes])),) if len(sizes) == 3 else ()
 
+    def flag_step(self) -> float:
+        """The step (log10) between coarse sizes that is flagged: 5 sigmas of the noise read, but
+        never more than FALL_FLAG (a noise read from steps that are mostly slopes runs high)."""
+        return max(min(5 * self.sigma, FALL_FLAG), self.plan.min_step / math.log(10))
+
     def recheck_outliers(self, sizes: list[int], levels: np.ndarray) -> None:
         """Re-measure a coarse point that leaves and returns to its neighbours' level.
 
         Two more readings make its median robust; a real feature (an aliasing dip) survives.
         """
-        step = max(5 * self.sigma, self.plan.min_step / math.log(10))
+        step = self.flag_step()
         for i in range(1, len(sizes) - 1):
             d_left, d_right = levels[i] - levels[i - 1], levels[i] - levels[i + 1]
             if (abs(d_left) > step and abs(d_right) > step and d_left * d_right > 0
@@ -178,7 +183,7 @@ class AdaptiveSweep:
                     self.measure_size(sizes[i], "check")
 
     def find_transitions(self, sizes: list[int], levels: np.ndarray) -> list[Transition]:
-        step = max(min(5 * self.sigma, FALL_FLAG), self.plan.min_step / math.log(10))
+        step = self.flag_step()
         flagged = np.abs(np.diff(levels)) > step
         transitions: list[Transition] = []
         i = 0

@@ -138,3 +138,19 @@ def test_a_fall_of_a_quarter_is_bisected_where_the_steps_are_slopes():
     assert [lv.name for lv in det.levels] == list(truth)
     l1 = next(lv for lv in det.levels if lv.name == "L1")
     assert abs(l1.capacity_bytes / truth["L1"] - 1) <= 0.03, l1.capacity_bytes / truth["L1"]
+
+
+def test_an_outlier_a_third_off_is_measured_again_when_the_noise_reads_high():
+    """recheck_outliers flags by the same capped step as the falls (AdaptiveSweep.flag_step): a
+    noise read of 0.04 in log10 (from steps that are slopes) put 5 sigmas at 58%, and a reading
+    a third below both its neighbours stood unchecked."""
+    sizes = [8 * KIB * 2 ** (i / 4) for i in range(9)]
+    sizes = [int(s) // 256 * 256 for s in sizes]
+    levels = np.log10([30_000.0] * 4 + [22_500.0] + [30_000.0] * 4)
+    sweep = AdaptiveSweep(CurveMeter(lambda size: 30_000.0, 0), SweepPlan(CONFIG, 8 * KIB, 64 * KIB), MeasurementLog(None))
+    sweep.sigma = 0.04
+    sweep.recheck_outliers(sizes, levels)
+    assert [r.working_set_bytes for r in sweep.log.records] == [sizes[4]] * 2
+    sweep.log.records.clear()
+    sweep.recheck_outliers(sizes, np.log10([30_000.0] * 4 + [26_000.0] + [30_000.0] * 4))
+    assert sweep.log.records == []        # 15%: under the cap and under 5 sigmas
