@@ -140,10 +140,10 @@ def test_a_fall_of_a_quarter_is_bisected_where_the_steps_are_slopes():
     assert abs(l1.capacity_bytes / truth["L1"] - 1) <= 0.03, l1.capacity_bytes / truth["L1"]
 
 
-def test_an_outlier_a_third_off_is_measured_again_when_the_noise_reads_high():
+def test_an_outlier_a_quarter_low_is_measured_again_when_the_noise_reads_high():
     """recheck_outliers flags by the same capped step as the falls (AdaptiveSweep.flag_step): a
     noise read of 0.04 in log10 (from steps that are slopes) put 5 sigmas at 58%, and a reading
-    a third below both its neighbours stood unchecked."""
+    25% below both its neighbours (they ran 1.33x its speed) stood unchecked."""
     sizes = [8 * KIB * 2 ** (i / 4) for i in range(9)]
     sizes = [int(s) // 256 * 256 for s in sizes]
     levels = np.log10([30_000.0] * 4 + [22_500.0] + [30_000.0] * 4)
